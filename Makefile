@@ -1,0 +1,148 @@
+# mokc — build, test and run. `make help` lists the targets and options.
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+# ---------- options (checked below: unknown values are errors) ----------
+NO_CUDA ?= 0
+ARCH ?= sm_90a
+SAN ?= 0
+BUILD ?= build
+CPU_ARCH ?= native
+
+ifeq ($(filter $(NO_CUDA),0 1),)
+$(error NO_CUDA=$(NO_CUDA) is not valid; use NO_CUDA=0 (build the CUDA backend if nvcc is found) or NO_CUDA=1)
+endif
+ifeq ($(filter $(ARCH),sm_90a sm_100a),)
+$(error ARCH=$(ARCH) is not valid; use ARCH=sm_90a (Hopper) or ARCH=sm_100a (Blackwell))
+endif
+ifeq ($(filter $(SAN),0 1),)
+$(error SAN=$(SAN) is not valid; use SAN=0 or SAN=1 (address + undefined sanitizers))
+endif
+
+# ---------- dependencies ----------
+PKGS := libcjson hdf5-serial ompi-c
+have_pkg = $(shell pkg-config --exists $(1) 2>/dev/null && echo yes)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null))
+NVCC := $(if $(CUDA_HOME),$(wildcard $(CUDA_HOME)/bin/nvcc))
+NCCL_INC := $(firstword $(foreach d,$(CUDA_HOME)/include /usr/include /usr/local/include,$(if $(wildcard $(d)/nccl.h),$(d))))
+WITH_CUDA := $(if $(and $(filter 0,$(NO_CUDA)),$(NVCC),$(NCCL_INC)),1,0)
+
+CC := gcc
+CFLAGS := -std=c11 -O3 -march=$(CPU_ARCH) -fopenmp -g -Wall -Wextra -D_GNU_SOURCE -Isrc
+ifeq ($(SAN),1)
+CFLAGS := -std=c11 -O1 -fopenmp -g -fno-omit-frame-pointer -fsanitize=address,undefined -Wall -Wextra -D_GNU_SOURCE -Isrc
+endif
+CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
+comma := ,
+
+NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
+             -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc -I$(NCCL_INC)
+ifeq ($(WITH_CUDA),1)
+CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include
+LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+endif
+
+# ---------- sources ----------
+# Files that include "real.h" are compiled twice: float (training) and double (gradient checks).
+HOST_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/cpu/*.c)) $(if $(filter 1,$(WITH_CUDA)),$(wildcard src/gpu/*.c))
+REAL_SRCS := $(shell grep -l '^\#include "cpu/real.h"\|^\#include "real.h"' src/cpu/*.c 2>/dev/null)
+CU_SRCS := $(if $(filter 1,$(WITH_CUDA)),$(shell find kernels -name '*.cu' 2>/dev/null))
+TEST_SRCS := $(wildcard tests/*.c)
+
+LIB_OBJS := $(HOST_SRCS:%.c=$(BUILD)/%.o) $(REAL_SRCS:%.c=$(BUILD)/%.f64.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+
+.PHONY: all deps check-deps run test asan data clean help ptx sass
+all: check-deps mokc
+
+check-deps:
+	@for p in $(PKGS); do \
+	  if pkg-config --exists $$p 2>/dev/null; then echo "  ✓ $$p $$(pkg-config --modversion $$p)"; \
+	  else echo "  ✗ $$p (run: make deps)"; missing=1; fi; done; \
+	if [ -n "$(NVCC)" ]; then echo "  ✓ nvcc $(NVCC)"; else echo "  ✗ nvcc (CUDA backend not built; CPU only)"; fi; \
+	if [ -n "$(NCCL_INC)" ]; then echo "  ✓ nccl $(NCCL_INC)/nccl.h"; else echo "  ✗ nccl (CUDA backend not built)"; fi; \
+	echo "  → CUDA backend: $(if $(filter 1,$(WITH_CUDA)),on ($(ARCH)),off$(if $(filter 1,$(NO_CUDA)), (NO_CUDA=1)))"; \
+	if [ -n "$$missing" ]; then echo "missing dependencies: run 'make deps'" >&2; exit 1; fi
+
+deps:
+	@bash scripts/install-deps.sh
+
+mokc: $(BUILD)/mokc
+	@ln -sf $(BUILD)/mokc mokc
+
+$(BUILD)/mokc: $(BUILD)/src/main.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/mokc_tests: $(TEST_OBJS) $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.f64.o: %.c $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DMOKC_F64 -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# Test suites are found by their TEST_SUITE(name, ...) line; the runner gets the list generated.
+$(BUILD)/tests/suites.h: $(TEST_SRCS)
+	@mkdir -p $(dir $@)
+	@names=$$(grep -ho '^TEST_SUITE([a-z0-9_]*' $(TEST_SRCS) | sed 's/TEST_SUITE(//'); \
+	{ for n in $$names; do echo "extern const TestSuite suite_$$n;"; done; \
+	  echo "static const TestSuite *all_suites[] = {"; \
+	  for n in $$names; do echo "    &suite_$$n,"; done; \
+	  echo "};"; echo "static const int n_all_suites = (int)(sizeof(all_suites) / sizeof(all_suites[0]));"; } > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+# Version and build description for `mokc version` and run records; rewritten only on change.
+$(BUILD)/gen/version.h: FORCE
+	@mkdir -p $(dir $@)
+	@{ echo '#define MOKC_VERSION "0.1.0"'; \
+	   echo '#define MOKC_GIT_REVISION "'$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo -dirty)'"'; \
+	   echo '#define MOKC_BUILD_FLAGS "cuda=$(if $(filter 1,$(WITH_CUDA)),$(ARCH),off) san=$(SAN) cpu_arch=$(CPU_ARCH)"'; } > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(BUILD)/src/main.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/src/main.o: $(BUILD)/gen/version.h
+$(BUILD)/tests/runner.o: CFLAGS += -I$(BUILD)/tests
+$(BUILD)/tests/runner.o: $(BUILD)/tests/suites.h
+
+# Rebuild everything when the flags change (NO_CUDA, ARCH, SAN).
+$(BUILD)/flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CFLAGS) $(WITH_CUDA) $(ARCH)' | cmp -s - $@ || echo '$(CFLAGS) $(WITH_CUDA) $(ARCH)' > $@
+FORCE:
+
+test: deps all $(BUILD)/mokc_tests
+	@MOKC_BIN=$(BUILD)/mokc OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/mokc_tests $(T)
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 NO_CUDA=1 build/asan/mokc build/asan/mokc_tests
+	@ASAN_OPTIONS=detect_leaks=0 MOKC_BIN=build/asan/mokc build/asan/mokc_tests $(T)
+
+data: deps
+	@bash scripts/fetch-data.sh
+
+run: deps all data
+	@bash scripts/run-tiny.sh
+
+ptx sass: check-deps
+	@test "$(WITH_CUDA)" = 1 || { echo "the CUDA backend is off (no nvcc/nccl, or NO_CUDA=1)"; exit 1; }
+	@mkdir -p $(BUILD)/$@; for f in $(CU_SRCS); do \
+	  if [ $@ = ptx ]; then $(NVCC) $(NVCCFLAGS) -ptx $$f -o $(BUILD)/ptx/$$(basename $$f .cu).ptx; \
+	  else $(NVCC) $(NVCCFLAGS) -cubin $$f -o $(BUILD)/sass/$$(basename $$f .cu).cubin && \
+	       cuobjdump -sass $(BUILD)/sass/$$(basename $$f .cu).cubin > $(BUILD)/sass/$$(basename $$f .cu).sass; fi; done
+	@echo "written to $(BUILD)/$@/"
+
+clean:
+	rm -rf build mokc
+
+help:
+	@echo "targets: all (default) deps run test asan data ptx sass clean"
+	@echo "options: NO_CUDA=0|1  ARCH=sm_90a|sm_100a  SAN=0|1  CPU_ARCH=native|<gcc -march>  T=<test filter>"
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

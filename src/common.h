@@ -1,0 +1,39 @@
+/*
+ * Shared host helpers: fatal errors that name the rank and give a hint, checked allocation,
+ * checked file I/O. Every module reports failures through these so that a user always sees
+ * one clear message on stderr and a non-zero exit, never a crash.
+ */
+#ifndef MOKC_COMMON_H
+#define MOKC_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes: 1 runtime failure, 2 bad input (command line, spec, data, checkpoint). */
+enum { MOKC_EXIT_RUNTIME = 1, MOKC_EXIT_USAGE = 2 };
+
+/* The rank printed in every message; set once the distributed layer knows it (-1: unknown). */
+void mokc_set_log_rank(int rank);
+int mokc_log_rank(void);
+
+/* Prints "mokc[rank N]: error: <message>" and, if hint is non-NULL, "---> HINT: <hint>",
+ * then exits with `code`. Never returns. */
+void mokc_die(int code, const char *hint, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+void mokc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void *mokc_malloc_check(size_t size, const char *file, int line);
+void *mokc_calloc_check(size_t count, size_t size, const char *file, int line);
+FILE *mokc_fopen_check(const char *path, const char *mode, const char *file, int line);
+#define mallocCheck(size) mokc_malloc_check((size), __FILE__, __LINE__)
+#define callocCheck(count, size) mokc_calloc_check((count), (size), __FILE__, __LINE__)
+#define fopenCheck(path, mode) mokc_fopen_check((path), (mode), __FILE__, __LINE__)
+
+/* Creates the directories above `path` (like mkdir -p of its dirname); false on failure. */
+int mokc_make_parent_dirs(const char *path);
+
+/* Wall-clock seconds from a monotonic clock. */
+double mokc_now_seconds(void);
+
+#endif

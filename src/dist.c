@@ -1,0 +1,86 @@
+/* MPI bootstrap, EP/DP groups and the printed layout. */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static void mpi_check(int rc, const char *what) {
+    if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        mokc_die(MOKC_EXIT_RUNTIME, "check the MPI launch (mpirun/srun) and the network", "%s failed: %s", what, text);
+    }
+}
+
+void dist_init(Dist *d, int *argc, char ***argv) {
+    memset(d, 0, sizeof *d);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) mpi_check(MPI_Init(argc, argv), "MPI_Init");
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->world);
+    MPI_Comm local;
+    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local),
+              "MPI_Comm_split_type");
+    MPI_Comm_rank(local, &d->local_rank);
+    MPI_Comm_size(local, &d->local_size);
+    MPI_Comm_free(&local);
+    gethostname(d->host, sizeof d->host - 1);
+    d->ep = d->dp = 1;
+    d->ep_comm = d->dp_comm = MPI_COMM_NULL;
+    mokc_set_log_rank(d->world > 1 ? d->rank : -1);
+}
+
+bool dist_make_groups(Dist *d, int ep, char *msg, size_t msglen) {
+    if (ep < 1 || d->world % ep != 0) {
+        int n = snprintf(msg, msglen, "parallel.ep = %d does not divide the world size %d; valid: ", ep, d->world);
+        for (int e = 1; e <= d->world && n > 0 && (size_t)n < msglen; e++)
+            if (d->world % e == 0) n += snprintf(msg + n, msglen - (size_t)n, "%s%d", e == 1 ? "" : ", ", e);
+        return false;
+    }
+    d->ep = ep;
+    d->dp = d->world / ep;
+    d->ep_rank = d->rank % ep;
+    d->dp_rank = d->rank / ep;
+    mpi_check(MPI_Comm_split(MPI_COMM_WORLD, d->dp_rank, d->ep_rank, &d->ep_comm), "MPI_Comm_split(ep)");
+    mpi_check(MPI_Comm_split(MPI_COMM_WORLD, d->ep_rank, d->dp_rank, &d->dp_comm), "MPI_Comm_split(dp)");
+    return true;
+}
+
+void dist_print_layout(const Dist *d, int num_experts) {
+    char hosts[256 * 64];
+    memset(hosts, 0, sizeof hosts);
+    int n = d->world < 64 ? d->world : 64;
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s", d->host);
+    if (d->world <= 64) MPI_Gather(mine, 256, MPI_CHAR, hosts, 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (d->rank != 0) return;
+    printf("layout: world %d = dp %d x ep %d\n", d->world, d->dp, d->ep);
+    for (int r = 0; r < n; r++) {
+        int ep_rank = r % d->ep, per = num_experts / d->ep;
+        printf("  rank %d: dp_rank %d ep_rank %d host %s", r, r / d->ep, ep_rank, d->world <= 64 ? hosts + 256 * r : "?");
+        if (num_experts > 0) printf(" experts %d..%d", ep_rank * per, ep_rank * per + per - 1);
+        printf("\n");
+    }
+    if (d->world > n) printf("  ... (%d more ranks)\n", d->world - n);
+}
+
+void dist_finalize(Dist *d) {
+    if (d->ep_comm != MPI_COMM_NULL) MPI_Comm_free(&d->ep_comm);
+    if (d->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&d->dp_comm);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+}
+
+void dist_exit(Dist *d, int code) {
+    fflush(stdout);
+    fflush(stderr);
+    dist_finalize(d);
+    exit(code);
+}

@@ -1,0 +1,34 @@
+/*
+ * Ranks and groups: the only module that knows the parallel layout. world = dp x ep; rank r has
+ * ep_rank = r % ep and dp_rank = r / ep, so an EP group is ep consecutive ranks (one NVLink
+ * domain on GPUs). MPI bootstraps everything and only ever sees host memory.
+ */
+#ifndef MOKC_DIST_H
+#define MOKC_DIST_H
+
+#include <mpi.h>
+#include <stdbool.h>
+
+typedef struct {
+    int rank, world;          /* MPI_COMM_WORLD */
+    int local_rank, local_size; /* within the node (MPI_COMM_TYPE_SHARED) */
+    int ep, dp;               /* group sizes, world = dp * ep */
+    int ep_rank, dp_rank;
+    MPI_Comm ep_comm;         /* the ep ranks that share one data-parallel replica */
+    MPI_Comm dp_comm;         /* the dp ranks that hold the same experts */
+    char host[256];
+} Dist;
+
+/* MPI_Init (if not yet) and the node-local rank. Groups are made by dist_make_groups. */
+void dist_init(Dist *dist, int *argc, char ***argv);
+/* Splits the world into EP and DP groups. Returns false (with a message naming the sizes that
+ * would work in msg) if ep does not divide the world. */
+bool dist_make_groups(Dist *dist, int ep, char *msg, size_t msglen);
+/* Rank 0 prints the layout: world, dp, ep, hosts and which experts live on which rank. */
+void dist_print_layout(const Dist *dist, int num_experts);
+void dist_finalize(Dist *dist);
+/* Every rank exits with `code` after a barrier-free MPI_Finalize where possible (errors that all
+ * ranks detect identically) — never leaves mpirun hanging. */
+void dist_exit(Dist *dist, int code) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * mokc: the command line. Dispatches to train / prepare / bench / check / version / help.
+ * Usage errors print the usage on stderr and exit 2.
+ */
+#include <cjson/cJSON.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "prepare.h"
+#include "train.h"
+#include "version.h"
+
+static const char *usage_text =
+    "usage: mokc <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train SPEC.json [--set key.path=value ...]   train the model a JSON spec describes\n"
+    "  prepare --text FILE --out DATA.h5 [...]      text -> byte tokens in HDF5\n"
+    "  bench moe|gemm|attn --config SPEC.json       GPU benchmarks (needs the CUDA backend)\n"
+    "  check                                        GPU kernels vs the CPU reference\n"
+    "  version                                      version, build options, library versions\n"
+    "  help [command|config]                        this text, a command's help, or every spec key\n"
+    "\n"
+    "launch on several ranks: mpirun -np N ./mokc train SPEC.json   (or: srun --mpi=pmix ./mokc ...)\n";
+
+static const char *train_help =
+    "usage: mokc train SPEC.json [--set key.path=value ...]\n"
+    "\n"
+    "Trains the model described by SPEC.json (see `mokc help config`). --set overrides one key\n"
+    "before validation; the value is JSON, or a plain string: --set train.steps=10 --set data.train=x.h5\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "mokc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", usage_text);
+    return MOKC_EXIT_USAGE;
+}
+
+static int cmd_version(void) {
+    unsigned h5maj, h5min, h5rel;
+    H5get_libversion(&h5maj, &h5min, &h5rel);
+    char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi_version, &len);
+    char *nl = strchr(mpi_version, ',');
+    if (nl) *nl = 0;
+    printf("mokc %s (git %s)\n", MOKC_VERSION, MOKC_GIT_REVISION);
+    printf("build: %s\n", MOKC_BUILD_FLAGS);
+    printf("cJSON %s, HDF5 %u.%u.%u, %s\n", cJSON_Version(), h5maj, h5min, h5rel, mpi_version);
+    return 0;
+}
+
+static int not_built(const char *what, const char *needs) {
+    fprintf(stderr, "mokc: error: `mokc %s` is not built yet: it needs %s.\n", what, needs);
+    return MOKC_EXIT_RUNTIME;
+}
+
+static int cmd_help(int argc, char **argv) {
+    if (argc < 3) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    const char *topic = argv[2];
+    if (strcmp(topic, "config") == 0) {
+        printf("JSON model spec keys (sections: model, moe, parallel, train, data, checkpoint, log):\n");
+        config_print_reference(stdout, argc > 3 && strcmp(argv[3], "--markdown") == 0);
+        return 0;
+    }
+    if (strcmp(topic, "train") == 0) {
+        fputs(train_help, stdout);
+        return 0;
+    }
+    if (strcmp(topic, "prepare") == 0) {
+        char *prepare_help[] = {"prepare", "--help", NULL};
+        return cmd_prepare(2, prepare_help);
+    }
+    if (strcmp(topic, "bench") == 0 || strcmp(topic, "check") == 0 || strcmp(topic, "version") == 0 ||
+        strcmp(topic, "help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    return usage_error("no help for '%s'", topic);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage_error("%s", "no command given");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, train_help);
+    if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return not_built("bench", "the CUDA backend (issues 6 and 7)");
+    if (strcmp(cmd, "check") == 0) return not_built("check", "the CUDA kernels (issue 6)");
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
+        return cmd_help(argc, argv);
+    return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,57 @@
+/* Learning-rate schedule, deterministic gradient norm, AdamW. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+double lr_at_step(const TrainConfig *tc, int step) {
+    if (step < tc->warmup_steps) return tc->lr * (double)(step + 1) / (double)tc->warmup_steps;
+    if (tc->lr_schedule == LR_CONSTANT) return tc->lr;
+    int decay_steps = tc->steps - tc->warmup_steps;
+    double progress = decay_steps > 1 ? (double)(step - tc->warmup_steps) / (double)(decay_steps - 1) : 1.0;
+    if (progress > 1.0) progress = 1.0;
+    double frac = tc->lr_schedule == LR_COSINE ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
+    return tc->min_lr + frac * (tc->lr - tc->min_lr);
+}
+
+#define SQ_BLOCK 16384
+
+double sum_of_squares(const float *x, size_t n) {
+    size_t nblocks = (n + SQ_BLOCK - 1) / SQ_BLOCK;
+    double *partial = mallocCheck(sizeof(double) * (nblocks ? nblocks : 1));
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nblocks; b++) {
+        size_t end = (b + 1) * SQ_BLOCK < n ? (b + 1) * SQ_BLOCK : n;
+        double s = 0;
+        for (size_t i = b * SQ_BLOCK; i < end; i++) s += (double)x[i] * x[i];
+        partial[b] = s;
+    }
+    double total = 0;
+    for (size_t b = 0; b < nblocks; b++) total += partial[b];
+    free(partial);
+    return total;
+}
+
+void adamw_step(float *params, const float *grads, float *m, float *v, const ParamTable *t,
+                const TrainConfig *tc, double lr, double grad_scale, long t_step) {
+    const float b1 = (float)tc->beta1, b2 = (float)tc->beta2, eps = (float)tc->eps;
+    const float c1 = (float)(1.0 - pow(tc->beta1, (double)t_step));
+    const float c2 = (float)(1.0 - pow(tc->beta2, (double)t_step));
+    const float flr = (float)lr, gs = (float)grad_scale;
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->items[i];
+        const float wd = p->decay ? (float)tc->weight_decay : 0.0f;
+        float *w = params + p->offset, *mm = m + p->offset, *vv = v + p->offset;
+        const float *g = grads + p->offset;
+#pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < p->numel; j++) {
+            float gj = g[j] * gs;
+            mm[j] = b1 * mm[j] + (1.0f - b1) * gj;
+            vv[j] = b2 * vv[j] + (1.0f - b2) * gj * gj;
+            float mhat = mm[j] / c1, vhat = vv[j] / c2;
+            w[j] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * w[j]);
+        }
+    }
+}

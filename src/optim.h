@@ -1,0 +1,26 @@
+/*
+ * The optimizer: learning-rate schedule, global gradient norm with a fixed reduction order,
+ * and AdamW with decoupled weight decay on the tensors the parameter table marks as decayed.
+ */
+#ifndef MOKC_OPTIM_H
+#define MOKC_OPTIM_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "model.h"
+
+/* Learning rate of optimizer step `step` (0-based): linear warmup to lr over warmup_steps, then
+ * cosine or linear decay to min_lr at the last step, or constant. */
+double lr_at_step(const TrainConfig *tc, int step);
+
+/* Sum of squares of x[0..n) in double, summed over fixed-size blocks in a fixed order, so the
+ * result does not depend on the thread count. */
+double sum_of_squares(const float *x, size_t n);
+
+/* One AdamW step (t = 1-based step count for bias correction) over every tensor of the table.
+ * grads are multiplied by grad_scale first (clipping). */
+void adamw_step(float *params, const float *grads, float *m, float *v, const ParamTable *t,
+                const TrainConfig *tc, double lr, double grad_scale, long t_step);
+
+#endif

@@ -1,0 +1,103 @@
+/* Runs every test case, or those whose "suite.case" starts with argv[1]; exits 1 on any failure. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "suites.h"
+
+static int current_failures;
+static const char *skip_reason;
+static char mokc_binary[4096] = "./mokc";
+static char scratch_root[4096];
+static int tmp_counter;
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    current_failures++;
+    if (current_failures > 20) return; /* one broken loop should not bury the report */
+    fprintf(stderr, "    FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void test_skip(const char *why) { skip_reason = why; }
+const char *test_mokc_binary(void) { return mokc_binary; }
+
+const char *test_tmpdir(void) {
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/t%03d", scratch_root, tmp_counter++);
+    if (mkdir(path, 0755) != 0) {
+        fprintf(stderr, "cannot create scratch directory %s\n", path);
+        exit(1);
+    }
+    return path;
+}
+
+int test_run(const char *command, char *out, size_t outlen) {
+    char wrapped[8192];
+    snprintf(wrapped, sizeof wrapped, "( %s ) 2>&1", command);
+    FILE *p = popen(wrapped, "r");
+    if (!p) return -1;
+    size_t n = 0;
+    int c;
+    while ((c = fgetc(p)) != EOF)
+        if (n + 1 < outlen) out[n++] = (char)c;
+    if (outlen) out[n] = 0;
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : "";
+    const char *bin = getenv("MOKC_BIN");
+    if (bin) snprintf(mokc_binary, sizeof mokc_binary, "%s", bin);
+    char templ[] = "/tmp/mokc-test-XXXXXX";
+    if (!mkdtemp(templ)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(scratch_root, sizeof scratch_root, "%s", templ);
+    int passed = 0, failed = 0, skipped = 0;
+    for (int s = 0; s < n_all_suites; s++) {
+        const TestSuite *suite = all_suites[s];
+        for (int c = 0; c < suite->count; c++) {
+            char full[256];
+            snprintf(full, sizeof full, "%s.%s", suite->name, suite->cases[c].name);
+            if (strncmp(full, filter, strlen(filter)) != 0) continue;
+            current_failures = 0;
+            skip_reason = NULL;
+            fflush(stdout);
+            suite->cases[c].fn();
+            if (current_failures) {
+                printf("FAIL  %s (%d failed checks)\n", full, current_failures);
+                failed++;
+            } else if (skip_reason) {
+                printf("skip  %s: %s\n", full, skip_reason);
+                skipped++;
+            } else {
+                printf("ok    %s\n", full);
+                passed++;
+            }
+        }
+    }
+    if (passed + failed + skipped == 0) {
+        fprintf(stderr, "no test matches '%s'\n", filter);
+        return 2;
+    }
+    if (!failed) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch_root);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", scratch_root);
+    } else {
+        fprintf(stderr, "scratch files kept in %s\n", scratch_root);
+    }
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * The test harness: assertion macros that record a failure with file, line and values and go on,
+ * suites of named cases, and a runner (runner.c) that runs everything or the cases whose
+ * "suite.case" name starts with a filter, ending with the line "N passed, N failed, N skipped".
+ */
+#ifndef MOKC_TEST_H
+#define MOKC_TEST_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} TestCase;
+
+typedef struct {
+    const char *name;
+    const TestCase *cases;
+    int count;
+} TestSuite;
+
+/* Implemented in runner.c. */
+void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void test_skip(const char *why);
+/* Path of the built mokc binary (for tests that run it as a user would). */
+const char *test_mokc_binary(void);
+/* A fresh directory under the test scratch root, unique per call. */
+const char *test_tmpdir(void);
+/* Runs a shell command with stdout and stderr captured into out (NUL-terminated, truncated to
+ * outlen); returns its exit status (-1 if it did not exit normally, e.g. a crash). */
+int test_run(const char *command, char *out, size_t outlen);
+
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        if (!(cond)) test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);      \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                 \
+    do {                                                                     \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);             \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                   \
+    do {                                                                     \
+        long long _a = (long long)(a), _b = (long long)(b);                  \
+        if (_a != _b) test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, _a, _b); \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                \
+    do {                                                                     \
+        double _a = (double)(a), _b = (double)(b);                           \
+        if (!(fabs(_a - _b) <= (tol)))                                       \
+            test_fail(__FILE__, __LINE__, "|%s - %s| = |%.9g - %.9g| > %g", #a, #b, _a, _b, (double)(tol)); \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(haystack, needle)                                 \
+    do {                                                                     \
+        const char *_h = (haystack), *_n = (needle);                         \
+        if (!_h || !strstr(_h, _n))                                          \
+            test_fail(__FILE__, __LINE__, "expected \"%s\" in: %s", _n, _h ? _h : "(null)"); \
+    } while (0)
+
+/* ||a - b|| / ||b|| over n doubles. */
+static inline double rel_error(const double *a, const double *b, long n) {
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        double d = a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+#define TEST_SUITE(suite_name, ...)                                          \
+    static const TestCase suite_name##_cases[] = {__VA_ARGS__};              \
+    const TestSuite suite_##suite_name = {#suite_name, suite_name##_cases,   \
+        (int)(sizeof(suite_name##_cases) / sizeof(TestCase))}
+#define TEST_CASE(fn) {#fn, fn}
+
+#endif
