@@ -1,0 +1,602 @@
+/*
+ * Token files (HDF5) and the deterministic window loader; data.h documents the format and the
+ * order in which windows are handed to ranks. HDF5's own error-stack printing is switched off
+ * around every call here: on a bad file the user gets one message of ours, with the innermost
+ * HDF5 reason appended, instead of a page of library traces.
+ */
+#include "data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return 1;
+}
+
+/* ---------- HDF5 helpers ---------- */
+
+typedef struct {
+    H5E_auto2_t func;
+    void *data;
+} H5Quiet;
+
+/* The previous handler is restored afterwards so that other modules keep their own choice. */
+static void h5_quiet_begin(H5Quiet *q) {
+    q->func = NULL;
+    q->data = NULL;
+    H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+static void h5_quiet_end(const H5Quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+
+typedef struct {
+    char text[200];
+    int found;
+} H5Reason;
+
+static herr_t h5_reason_cb(unsigned n, const H5E_error2_t *e, void *data) {
+    (void)n;
+    H5Reason *r = data;
+    if (!r->found && e->desc && e->desc[0]) {
+        snprintf(r->text, sizeof r->text, "%s", e->desc);
+        r->found = 1;
+    }
+    return 0;
+}
+
+/* The most specific description on the error stack of the call that just failed (walking
+ * upward starts at the innermost function), e.g. "truncated file: eof = ...". */
+static const char *h5_reason(H5Reason *r) {
+    r->found = 0;
+    snprintf(r->text, sizeof r->text, "no detail from HDF5");
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_reason_cb, r);
+    return r->text;
+}
+
+/* File access properties: no locking for readers (every rank opens the same file, and cluster
+ * file systems often lack flock); writers lock but tolerate file systems without locks. */
+static hid_t h5_fapl(int for_write) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#if H5_VERSION_GE(1, 10, 7)
+    if (fapl >= 0) H5Pset_file_locking(fapl, for_write ? 1 : 0, 1);
+#else
+    (void)for_write;
+#endif
+    return fapl;
+}
+
+static void h5_close_all(hid_t *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0) continue;
+        switch (H5Iget_type(ids[i])) {
+        case H5I_FILE: H5Fclose(ids[i]); break;
+        case H5I_DATASET: H5Dclose(ids[i]); break;
+        case H5I_DATASPACE: H5Sclose(ids[i]); break;
+        case H5I_DATATYPE: H5Tclose(ids[i]); break;
+        case H5I_ATTR: H5Aclose(ids[i]); break;
+        case H5I_GENPROP_LST: H5Pclose(ids[i]); break;
+        default: break;
+        }
+        ids[i] = -1;
+    }
+}
+
+static int write_attr(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *value) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    if (space < 0) return -1;
+    hid_t attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = -1;
+    if (attr >= 0) {
+        rc = H5Awrite(attr, mem_type, value) < 0 ? -1 : 0;
+        if (H5Aclose(attr) < 0) rc = -1;
+    }
+    H5Sclose(space);
+    return rc;
+}
+
+static int write_attr_string(hid_t obj, const char *name, const char *value) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0) return -1;
+    int rc = -1;
+    if (H5Tset_size(type, strlen(value) + 1) >= 0 && H5Tset_strpad(type, H5T_STR_NULLTERM) >= 0)
+        rc = write_attr(obj, name, type, type, value);
+    H5Tclose(type);
+    return rc;
+}
+
+/* ---------- writing ---------- */
+
+/* Makes a rename durable; file systems that cannot fsync a directory are not an error. */
+static void fsync_parent_dir(const char *path) {
+    char *dir = strdup(path);
+    if (!dir) return;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash == dir) d = "/";
+    else if (slash) { *slash = '\0'; d = dir; }
+    int fd = open(d, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int vocab_size,
+                      const char *source, const char *tokenizer, char *err, size_t errlen) {
+    if (!path || !path[0]) return fail(err, errlen, "no output path given for the token file");
+    if (n < 1 || !tokens)
+        return fail(err, errlen, "no tokens to write to '%s' (got %lld); the input text is empty", path,
+                    (long long)n);
+    if (vocab_size < 1)
+        return fail(err, errlen, "cannot write '%s': vocab_size %d must be >= 1", path, vocab_size);
+    /* Refuse to write a file that data_open would reject. */
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] >= (uint32_t)vocab_size)
+            return fail(err, errlen, "cannot write '%s': token %u at index %lld is >= vocab_size %d", path,
+                        tokens[i], (long long)i, vocab_size);
+
+    size_t tmplen = strlen(path) + 32;
+    char *tmp = malloc(tmplen);
+    if (!tmp) return fail(err, errlen, "out of memory writing '%s'", path);
+    snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
+
+    H5Quiet quiet;
+    h5_quiet_begin(&quiet);
+    H5Reason why;
+    enum { FAPL, FILE_, SPACE, DSET, NIDS };
+    hid_t ids[NIDS] = {-1, -1, -1, -1};
+    int rc = 1;
+    const char *what = NULL; /* the step that failed, for the message */
+
+    ids[FAPL] = h5_fapl(1);
+    errno = 0;
+    ids[FILE_] = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, ids[FAPL] >= 0 ? ids[FAPL] : H5P_DEFAULT);
+    if (ids[FILE_] < 0) {
+        int e = errno;
+        fail(err, errlen,
+             "cannot create '%s' (temporary file for '%s'): %s (HDF5: %s); check that the directory "
+             "exists and is writable",
+             tmp, path, e ? strerror(e) : "error", h5_reason(&why));
+        goto done;
+    }
+    hsize_t dims[1] = {(hsize_t)n};
+    ids[SPACE] = H5Screate_simple(1, dims, NULL);
+    hid_t ftype = vocab_size <= DATA_U16_MAX_VOCAB ? H5T_STD_U16LE : H5T_STD_U32LE;
+    if (ids[SPACE] < 0) { what = "creating the dataspace"; goto h5fail; }
+    ids[DSET] = H5Dcreate2(ids[FILE_], "tokens", ftype, ids[SPACE], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (ids[DSET] < 0) { what = "creating /tokens"; goto h5fail; }
+    if (H5Dwrite(ids[DSET], H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens) < 0) {
+        what = "writing /tokens";
+        goto h5fail;
+    }
+    int vocab = vocab_size, version = DATA_FORMAT_VERSION;
+    int64_t count = n;
+    if (write_attr(ids[FILE_], "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &vocab) < 0 ||
+        write_attr(ids[FILE_], "num_tokens", H5T_STD_I64LE, H5T_NATIVE_INT64, &count) < 0 ||
+        write_attr_string(ids[FILE_], "source", source ? source : "") < 0 ||
+        write_attr_string(ids[FILE_], "tokenizer", tokenizer ? tokenizer : "") < 0 ||
+        write_attr(ids[FILE_], "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version) < 0) {
+        what = "writing the attributes";
+        goto h5fail;
+    }
+    /* Close explicitly: a failed final flush (disk full) must not go unnoticed. */
+    if (H5Dclose(ids[DSET]) < 0) { ids[DSET] = -1; what = "closing /tokens"; goto h5fail; }
+    ids[DSET] = -1;
+    if (H5Fclose(ids[FILE_]) < 0) { ids[FILE_] = -1; what = "closing the file"; goto h5fail; }
+    ids[FILE_] = -1;
+
+    int fd = open(tmp, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        fail(err, errlen, "cannot sync '%s' to disk: %s", tmp, strerror(e));
+        goto done;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        fail(err, errlen, "cannot rename '%s' to '%s': %s; check that '%s' is not a directory and its "
+             "directory is writable", tmp, path, strerror(errno), path);
+        goto done;
+    }
+    fsync_parent_dir(path);
+    rc = 0;
+    goto done;
+
+h5fail:
+    fail(err, errlen, "cannot write '%s' (%s): HDF5: %s; check free disk space and permissions", tmp,
+         what, h5_reason(&why));
+done:
+    h5_close_all(ids, NIDS);
+    h5_quiet_end(&quiet);
+    if (rc != 0) unlink(tmp); /* never leave a partial file behind */
+    free(tmp);
+    return rc;
+}
+
+/* ---------- reading ---------- */
+
+/* The object that carries attribute `name`: the root group, else the dataset; -1 if neither. */
+static hid_t attr_holder(hid_t file, hid_t dset, const char *name) {
+    if (H5Aexists(file, name) > 0) return file;
+    if (H5Aexists(dset, name) > 0) return dset;
+    return -1;
+}
+
+static const char *type_class_name(H5T_class_t c) {
+    switch (c) {
+    case H5T_INTEGER: return "integer";
+    case H5T_FLOAT: return "floating-point";
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "variable-length";
+    default: return "non-numeric";
+    }
+}
+
+/* Reads a single-valued integer attribute. Returns 0, or fills err. */
+static int read_attr_int64(hid_t obj, const char *path, const char *name, int64_t *out, char *err,
+                           size_t errlen) {
+    hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+    if (attr < 0) return fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
+    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+    int rc = 0;
+    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+    if (cls != H5T_INTEGER)
+        rc = fail(err, errlen, "attribute '%s' of '%s' is %s; expected an integer", name, path,
+                  type_class_name(cls));
+    else if (space < 0 || H5Sget_simple_extent_npoints(space) != 1)
+        rc = fail(err, errlen, "attribute '%s' of '%s' must hold a single value", name, path);
+    else if (H5Aread(attr, H5T_NATIVE_INT64, out) < 0)
+        rc = fail(err, errlen, "cannot read attribute '%s' of '%s' as an integer", name, path);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    H5Aclose(attr);
+    return rc;
+}
+
+/* Reads a single string attribute (fixed or variable length) into a malloc'ed string. */
+static int read_attr_string(hid_t obj, const char *path, const char *name, char **out, char *err,
+                            size_t errlen) {
+    *out = NULL;
+    hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+    if (attr < 0) return fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
+    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+    int rc = 0;
+    if (type < 0 || H5Tget_class(type) != H5T_STRING) {
+        rc = fail(err, errlen, "attribute '%s' of '%s' is %s; expected a string", name, path,
+                  type_class_name(type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS));
+    } else if (space < 0 || H5Sget_simple_extent_npoints(space) != 1) {
+        rc = fail(err, errlen, "attribute '%s' of '%s' must hold a single string", name, path);
+    } else if (H5Tis_variable_str(type) > 0) {
+        char *s = NULL;
+        if (H5Aread(attr, type, &s) < 0 || !s) {
+            rc = fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
+        } else {
+            *out = strdup(s);
+            H5free_memory(s);
+        }
+    } else {
+        size_t size = H5Tget_size(type);
+        char *buf = calloc(size + 1, 1);
+        if (!buf || H5Aread(attr, type, buf) < 0) {
+            free(buf);
+            rc = fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
+        } else {
+            *out = buf;
+        }
+    }
+    if (rc == 0 && !*out) rc = fail(err, errlen, "out of memory reading '%s'", path);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    H5Aclose(attr);
+    return rc;
+}
+
+void data_close(TokenSet *set) {
+    if (!set) return;
+    free(set->tokens);
+    free(set->path);
+    free(set->source);
+    free(set->tokenizer);
+    memset(set, 0, sizeof *set);
+}
+
+int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, size_t errlen) {
+    memset(set, 0, sizeof *set);
+    if (!path || !path[0])
+        return fail(err, errlen, "no token file given (set data.train / data.val in the spec)");
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return fail(err, errlen,
+                    "cannot open token file '%s': %s; create it with 'mokc prepare --text FILE --out %s' "
+                    "(or scripts/fetch-data.sh for the default corpus)",
+                    path, strerror(errno), path);
+    if (!S_ISREG(st.st_mode)) return fail(err, errlen, "token file '%s' is not a regular file", path);
+    if (access(path, R_OK) != 0)
+        return fail(err, errlen, "cannot read token file '%s': %s", path, strerror(errno));
+
+    H5Quiet quiet;
+    h5_quiet_begin(&quiet);
+    H5Reason why;
+    enum { FAPL, FILE_, DSET, SPACE, TYPE, NIDS };
+    hid_t ids[NIDS] = {-1, -1, -1, -1, -1};
+    int rc = 1;
+    uint32_t *tokens = NULL;
+    char *source = NULL, *tokenizer = NULL;
+
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT); /* H5Fis_hdf5 is deprecated there */
+#else
+    htri_t is_hdf5 = H5Fis_hdf5(path);
+#endif
+    if (is_hdf5 <= 0) {
+        fail(err, errlen,
+             "token file '%s' (%lld bytes) is not an HDF5 file; token files are made by "
+             "'mokc prepare --text FILE --out %s'",
+             path, (long long)st.st_size, path);
+        goto done;
+    }
+    ids[FAPL] = h5_fapl(0);
+    ids[FILE_] = H5Fopen(path, H5F_ACC_RDONLY, ids[FAPL] >= 0 ? ids[FAPL] : H5P_DEFAULT);
+    if (ids[FILE_] < 0) {
+        fail(err, errlen,
+             "cannot open HDF5 file '%s' (%lld bytes): it is truncated or corrupt (HDF5: %s); "
+             "re-create it with 'mokc prepare'",
+             path, (long long)st.st_size, h5_reason(&why));
+        goto done;
+    }
+    if (H5Lexists(ids[FILE_], "tokens", H5P_DEFAULT) <= 0) {
+        fail(err, errlen, "'%s' has no dataset '/tokens'; it is not a mokc token file (make one with "
+             "'mokc prepare')", path);
+        goto done;
+    }
+    ids[DSET] = H5Dopen2(ids[FILE_], "tokens", H5P_DEFAULT);
+    if (ids[DSET] < 0) {
+        fail(err, errlen, "'/tokens' in '%s' is not a readable dataset (HDF5: %s)", path, h5_reason(&why));
+        goto done;
+    }
+    ids[SPACE] = H5Dget_space(ids[DSET]);
+    int ndims = ids[SPACE] >= 0 ? H5Sget_simple_extent_ndims(ids[SPACE]) : -1;
+    if (ndims != 1) {
+        fail(err, errlen, "dataset '/tokens' in '%s' has %d dimensions; expected a 1-D array of tokens",
+             path, ndims);
+        goto done;
+    }
+    hsize_t dims[1] = {0};
+    H5Sget_simple_extent_dims(ids[SPACE], dims, NULL);
+    ids[TYPE] = H5Dget_type(ids[DSET]);
+    H5T_class_t cls = ids[TYPE] >= 0 ? H5Tget_class(ids[TYPE]) : H5T_NO_CLASS;
+    size_t tsize = ids[TYPE] >= 0 ? H5Tget_size(ids[TYPE]) : 0;
+    if (cls != H5T_INTEGER || H5Tget_sign(ids[TYPE]) != H5T_SGN_NONE || (tsize != 2 && tsize != 4)) {
+        fail(err, errlen,
+             "dataset '/tokens' in '%s' holds %s%s values of %zu bytes; expected unsigned 16- or "
+             "32-bit integers (uint16/uint32) as written by 'mokc prepare'",
+             path, cls == H5T_INTEGER && H5Tget_sign(ids[TYPE]) != H5T_SGN_NONE ? "signed " : "",
+             type_class_name(cls), tsize);
+        goto done;
+    }
+
+    static const char *const required[] = {"vocab_size", "num_tokens", "source", "tokenizer",
+                                           "format_version"};
+    hid_t holder[5];
+    for (int i = 0; i < 5; i++) {
+        holder[i] = attr_holder(ids[FILE_], ids[DSET], required[i]);
+        if (holder[i] < 0) {
+            fail(err, errlen, "'%s' lacks the attribute '%s'; it was not written by 'mokc prepare' "
+                 "(re-create it with 'mokc prepare')", path, required[i]);
+            goto done;
+        }
+    }
+    int64_t vocab = 0, num_tokens = 0, version = 0;
+    if (read_attr_int64(holder[0], path, "vocab_size", &vocab, err, errlen) ||
+        read_attr_int64(holder[1], path, "num_tokens", &num_tokens, err, errlen) ||
+        read_attr_string(holder[2], path, "source", &source, err, errlen) ||
+        read_attr_string(holder[3], path, "tokenizer", &tokenizer, err, errlen) ||
+        read_attr_int64(holder[4], path, "format_version", &version, err, errlen))
+        goto done;
+    if (version != DATA_FORMAT_VERSION) {
+        fail(err, errlen, "'%s' has format_version %lld; this mokc reads version %d (re-create it with "
+             "this mokc's 'prepare')", path, (long long)version, DATA_FORMAT_VERSION);
+        goto done;
+    }
+    if (vocab < 1 || vocab > INT_MAX) {
+        fail(err, errlen, "'%s' has an invalid vocab_size attribute %lld", path, (long long)vocab);
+        goto done;
+    }
+    if (expected_vocab > 0 && vocab != expected_vocab) {
+        fail(err, errlen,
+             "'%s' has vocab_size %lld but the model's vocab_size is %d; re-run 'mokc prepare' with "
+             "the model's tokenizer, or set model.vocab_size to %lld",
+             path, (long long)vocab, expected_vocab, (long long)vocab);
+        goto done;
+    }
+    if (num_tokens < 0 || (hsize_t)num_tokens != dims[0]) {
+        fail(err, errlen, "'%s' says num_tokens = %lld but dataset '/tokens' holds %llu tokens; the file "
+             "is damaged (re-create it with 'mokc prepare')",
+             path, (long long)num_tokens, (unsigned long long)dims[0]);
+        goto done;
+    }
+    if (num_tokens == 0) {
+        fail(err, errlen, "'%s' holds no tokens; prepare it from a non-empty text", path);
+        goto done;
+    }
+    if ((uint64_t)num_tokens > SIZE_MAX / sizeof(uint32_t)) {
+        fail(err, errlen, "'%s' holds %lld tokens, too many for this machine's address space", path,
+             (long long)num_tokens);
+        goto done;
+    }
+    tokens = malloc((size_t)num_tokens * sizeof(uint32_t));
+    if (!tokens) {
+        fail(err, errlen, "out of memory loading %lld tokens from '%s'", (long long)num_tokens, path);
+        goto done;
+    }
+    /* HDF5 widens uint16 to uint32 during the read. */
+    if (H5Dread(ids[DSET], H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens) < 0) {
+        fail(err, errlen, "cannot read the tokens of '%s': the file is truncated or corrupt (HDF5: %s); "
+             "re-create it with 'mokc prepare'", path, h5_reason(&why));
+        goto done;
+    }
+    for (int64_t i = 0; i < num_tokens; i++) {
+        if (tokens[i] >= (uint64_t)vocab) {
+            fail(err, errlen,
+                 "'%s': token %u at index %lld is >= vocab_size %lld; the file is corrupt or was made "
+                 "for another tokenizer (re-create it with 'mokc prepare')",
+                 path, tokens[i], (long long)i, (long long)vocab);
+            goto done;
+        }
+    }
+
+    set->path = strdup(path);
+    if (!set->path) {
+        fail(err, errlen, "out of memory opening '%s'", path);
+        goto done;
+    }
+    set->tokens = tokens;
+    set->num_tokens = num_tokens;
+    set->vocab_size = (int)vocab;
+    set->format_version = (int)version;
+    set->source = source;
+    set->tokenizer = tokenizer;
+    tokens = NULL;
+    source = tokenizer = NULL;
+    rc = 0;
+done:
+    h5_close_all(ids, NIDS);
+    h5_quiet_end(&quiet);
+    free(tokens);
+    free(source);
+    free(tokenizer);
+    return rc;
+}
+
+/* ---------- window order ---------- */
+
+/* splitmix64 (Steele, Lea, Flood 2014): a fixed integer recipe, identical on every platform. */
+static uint64_t sm64_next(uint64_t *state) {
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, bound) by rejection, so no index is favoured (plain % would be biased). */
+static uint64_t sm64_below(uint64_t *state, uint64_t bound) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % bound; /* a multiple of bound */
+    uint64_t r;
+    do r = sm64_next(state);
+    while (r >= limit);
+    return r % bound;
+}
+
+void data_epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, int64_t *perm) {
+    /* Both seed and epoch go through the mixer so that nearby seeds/epochs give unrelated streams. */
+    uint64_t s = seed, e = (uint64_t)epoch;
+    uint64_t state = sm64_next(&s) ^ sm64_next(&e);
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)sm64_below(&state, (uint64_t)i + 1);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+int64_t data_num_windows(int64_t num_tokens, int seq_len) {
+    if (seq_len < 1 || num_tokens < (int64_t)seq_len + 1) return 0;
+    return (num_tokens - 1) / seq_len;
+}
+
+/* ---------- loader ---------- */
+
+int loader_init(DataLoader *ld, const TokenSet *set, int seq_len, int micro_batch, uint64_t seed,
+                int rank, int world, char *err, size_t errlen) {
+    memset(ld, 0, sizeof *ld);
+    ld->perm_epoch = -1;
+    if (!set || !set->tokens) return fail(err, errlen, "data loader: no token set is open");
+    if (seq_len < 1) return fail(err, errlen, "data loader: seq_len %d must be >= 1", seq_len);
+    if (micro_batch < 1) return fail(err, errlen, "data loader: micro_batch %d must be >= 1", micro_batch);
+    if (world < 1 || rank < 0 || rank >= world)
+        return fail(err, errlen, "data loader: rank %d is outside a world of %d ranks", rank, world);
+    int64_t windows = data_num_windows(set->num_tokens, seq_len);
+    int64_t global = (int64_t)world * micro_batch;
+    if (windows < global) {
+        int64_t need = global * seq_len + 1;
+        return fail(err, errlen,
+                    "'%s' has %lld tokens (%lld windows of seq_len %d) but one global batch needs %lld "
+                    "sequences (%d ranks x micro_batch %d), i.e. at least %lld tokens; use a larger "
+                    "text (for a validation file: a larger --val-fraction), or a smaller train.seq_len or "
+                    "train.micro_batch",
+                    set->path ? set->path : "(token set)", (long long)set->num_tokens,
+                    (long long)windows, seq_len, (long long)global, world, micro_batch, (long long)need);
+    }
+    ld->perm = malloc((size_t)windows * sizeof *ld->perm);
+    if (!ld->perm) return fail(err, errlen, "out of memory for %lld window indices", (long long)windows);
+    ld->set = set;
+    ld->seq_len = seq_len;
+    ld->micro_batch = micro_batch;
+    ld->rank = rank;
+    ld->world = world;
+    ld->seed = seed;
+    ld->num_windows = windows;
+    ld->position = 0;
+    return 0;
+}
+
+void loader_free(DataLoader *ld) {
+    if (!ld) return;
+    free(ld->perm);
+    memset(ld, 0, sizeof *ld);
+    ld->perm_epoch = -1;
+}
+
+void loader_next_batch(DataLoader *ld, int *inputs, int *targets) {
+    const int S = ld->seq_len, mb = ld->micro_batch;
+    for (int j = 0; j < mb; j++) {
+        int64_t g = ld->position + (int64_t)ld->rank * mb + j; /* index in the global stream */
+        int64_t epoch = g / ld->num_windows, idx = g % ld->num_windows;
+        /* Positions only grow within a run, so one cached epoch suffices; a batch straddling two
+         * epochs recomputes once. */
+        if (epoch != ld->perm_epoch) {
+            data_epoch_permutation(ld->seed, epoch, ld->num_windows, ld->perm);
+            ld->perm_epoch = epoch;
+        }
+        /* perm[idx] < num_windows, so the window's last token index is at most
+         * num_windows*S <= num_tokens - 1: never past the buffer. */
+        const uint32_t *w = ld->set->tokens + ld->perm[idx] * S;
+        int *in = inputs + (size_t)j * S, *tg = targets + (size_t)j * S;
+        for (int t = 0; t < S; t++) {
+            in[t] = (int)w[t];
+            tg[t] = (int)w[t + 1];
+        }
+    }
+    ld->position += (int64_t)ld->world * mb;
+}
+
+int64_t loader_position(const DataLoader *ld) { return ld->position; }
+
+void loader_seek(DataLoader *ld, int64_t position) { ld->position = position < 0 ? 0 : position; }
+
+void loader_reset(DataLoader *ld) { ld->position = 0; }
+
+int64_t loader_epoch(const DataLoader *ld) {
+    return ld->num_windows ? ld->position / ld->num_windows : 0;
+}
