@@ -34,8 +34,8 @@ CFLAGS := -std=c11 -O1 -fopenmp -g -fno-omit-frame-pointer -fsanitize=address,un
 endif
 CFLAGS += $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
-LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 comma := ,
+LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 
 NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
              -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc -I$(NCCL_INC)
@@ -111,10 +111,12 @@ $(BUILD)/src/main.o: $(BUILD)/gen/version.h
 $(BUILD)/tests/runner.o: CFLAGS += -I$(BUILD)/tests
 $(BUILD)/tests/runner.o: $(BUILD)/tests/suites.h
 
-# Rebuild everything when the flags change (NO_CUDA, ARCH, SAN).
+# Rebuild everything when the flags change (NO_CUDA, ARCH, SAN). BASE_FLAGS is fixed before any
+# per-target addition, so the record does not depend on which target made it.
+BASE_FLAGS := $(CFLAGS) $(WITH_CUDA) $(ARCH)
 $(BUILD)/flags: FORCE
 	@mkdir -p $(BUILD)
-	@echo '$(CFLAGS) $(WITH_CUDA) $(ARCH)' | cmp -s - $@ || echo '$(CFLAGS) $(WITH_CUDA) $(ARCH)' > $@
+	@echo '$(BASE_FLAGS)' | cmp -s - $@ || echo '$(BASE_FLAGS)' > $@
 FORCE:
 
 test: deps all $(BUILD)/mokc_tests

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <mpi.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,12 @@ void mokc_die(int code, const char *hint, const char *fmt, ...) {
     fputc('\n', stderr);
     if (hint) fprintf(stderr, "---> HINT: %s\n", hint);
     fflush(stderr);
+    /* One failing rank must bring the whole job down, never leave the others waiting. */
+    int inited = 0, finalized = 0, world = 1;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (inited && !finalized && world > 1) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
 

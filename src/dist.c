@@ -17,6 +17,15 @@ static void mpi_check(int rc, const char *what) {
     }
 }
 
+int dist_launcher_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
 void dist_init(Dist *d, int *argc, char ***argv) {
     memset(d, 0, sizeof *d);
     int inited = 0;

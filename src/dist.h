@@ -19,6 +19,9 @@ typedef struct {
     char host[256];
 } Dist;
 
+/* The rank the launcher (mpirun, srun, PMI) gave this process, read from the environment before
+ * MPI starts; 0 when not launched as a job. */
+int dist_launcher_rank(void);
 /* MPI_Init (if not yet) and the node-local rank. Groups are made by dist_make_groups. */
 void dist_init(Dist *dist, int *argc, char ***argv);
 /* Splits the world into EP and DP groups. Returns false (with a message naming the sizes that

@@ -33,6 +33,7 @@ typedef struct {
     int step;                   /* optimizer steps done */
     int64_t tokens_seen;
     FILE *metrics;
+    const char *backend_note;   /* why this backend was chosen */
 } Trainer;
 
 /* ---------- setup ---------- */
@@ -88,7 +89,7 @@ static void choose_backend(Trainer *tr) {
 #endif
     if (b == BACKEND_CUDA)
         fail_all(tr, MOKC_EXIT_USAGE, "set \"backend\": \"cpu\" or \"auto\"", why);
-    if (tr->dist.rank == 0) printf("backend: cpu (%s)\n", b == BACKEND_AUTO ? why : "as the spec asks");
+    tr->backend_note = b == BACKEND_AUTO ? why : "as the spec asks";
 }
 
 static void open_data(Trainer *tr) {
@@ -110,6 +111,7 @@ static void open_data(Trainer *tr) {
 
 static void print_model_summary(const Trainer *tr) {
     if (tr->dist.rank != 0) return;
+    printf("backend: cpu (%s)\n", tr->backend_note);
     const ModelDims *d = &tr->dims;
     double mib = (double)tr->table.total * sizeof(float) / (1 << 20);
     printf("model: %lld parameters (%lld active per token), %.1f MFLOP per token (fwd+bwd)\n",
@@ -125,25 +127,27 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     const char *spec, **sets;
     int n_sets;
     parse_args(argc, argv, help, &spec, &sets, &n_sets);
-    dist_init(&tr->dist, &argc, &argv);
+    /* Every rank reads the same spec and finds the same problems: report them before MPI starts,
+     * once, from the rank the launcher calls 0. */
     ConfigErrors errors;
     if (!config_load(spec, sets, n_sets, &tr->cfg, &errors)) {
-        if (tr->dist.rank == 0) config_errors_print(&errors, spec, stderr);
+        if (dist_launcher_rank() == 0) config_errors_print(&errors, spec, stderr);
         config_errors_free(&errors);
         free(sets);
-        dist_exit(&tr->dist, MOKC_EXIT_USAGE);
+        exit(MOKC_EXIT_USAGE);
     }
     free(sets);
+    dist_init(&tr->dist, &argc, &argv);
     char msg[512];
     if (!dist_make_groups(&tr->dist, tr->cfg.parallel.ep, msg, sizeof msg))
         fail_all(tr, MOKC_EXIT_USAGE, "change parallel.ep or the number of ranks (mpirun -np)", msg);
     if (tr->dist.ep > 1)
         fail_all(tr, MOKC_EXIT_USAGE, "use parallel.ep = 1 (data parallelism) for now",
                  "parallel.ep > 1: the CPU backend's expert-parallel token exchange is not built yet (issue 5)");
-    if (tr->dist.rank == 0) config_print_table(&tr->cfg, stdout);
-    dist_print_layout(&tr->dist, tr->cfg.moe.num_experts);
     choose_backend(tr);
     open_data(tr);
+    if (tr->dist.rank == 0) config_print_table(&tr->cfg, stdout);
+    dist_print_layout(&tr->dist, tr->cfg.moe.num_experts);
 
     const MokcConfig *c = &tr->cfg;
     model_dims_from_config(&tr->dims, c, tr->dist.ep, tr->dist.ep_rank);
