@@ -112,7 +112,7 @@ static void whole_model_gradcheck(int tie, int sigmoid) {
     param_table_build(&t, &d);
     const int B = 2, T = 5, N = B * T;
     CpuModel_f64 m;
-    cpu_model_init_f64(&m, &d, &t, B, T);
+    cpu_model_init_f64(&m, &d, &t, B, T, NULL);
     double *p = malloc(t.total * sizeof(double)), *g = calloc(t.total, sizeof(double));
     random_params_f64(p, &t, &d, 99 + (uint64_t)tie * 2 + (uint64_t)sigmoid);
     uint64_t st = 5;
@@ -186,8 +186,8 @@ static void test_float_matches_double_and_initial_loss(void) {
     random_tokens(tg, N, d.V, &st);
     CpuModel mf;
     CpuModel_f64 md;
-    cpu_model_init(&mf, &d, &t, B, T);
-    cpu_model_init_f64(&md, &d, &t, B, T);
+    cpu_model_init(&mf, &d, &t, B, T, NULL);
+    cpu_model_init_f64(&md, &d, &t, B, T, NULL);
     double lf = cpu_model_forward(&mf, pf, NULL, in, tg), ld = cpu_model_forward_f64(&md, pd, NULL, in, tg);
     CHECK_NEAR(lf, ld, 1e-5 * ld);
     CHECK_NEAR(ld, log(64.0), 0.05); /* small init: nearly uniform predictions */
@@ -222,7 +222,7 @@ static void test_bitwise_across_thread_counts(void) {
     for (int run = 0; run < 2; run++) {
         omp_set_num_threads(run == 0 ? 1 : 3);
         CpuModel m;
-        cpu_model_init(&m, &d, &t, B, T);
+        cpu_model_init(&m, &d, &t, B, T, NULL);
         g[run] = calloc(t.total, sizeof(float));
         loss[run] = cpu_model_forward(&m, p, NULL, in, tg);
         cpu_model_backward(&m, p, g[run], 1.0);

@@ -3,7 +3,7 @@
  * whole block and of the router/gate path and the aux loss alone; a naive token-by-token reference
  * of the forward; routing edge cases (all tokens to one expert, k = num_experts, ties, the expert
  * bias steering selection but not gates); the dispatch order; float against double; every output
- * written; bitwise determinism across OpenMP thread counts; ep > 1 refused with a message.
+ * written; bitwise determinism across OpenMP thread counts; ep > 1 without an EP communicator refused.
  * Inputs come from a seeded RNG here, so every run sees the same numbers.
  */
 #include <fcntl.h>
@@ -739,8 +739,8 @@ static const char *run_child(Case *t, int mode, int *status) {
 
 static int died_with_error(int status) { return WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 99; }
 
-/* ep > 1 in the single-process block stops with a message that points at the distributed layer. */
-static void test_ep_not_one_refused(void) {
+/* ep > 1 without an EP communicator of that size stops with a message, not a wrong exchange. */
+static void test_ep_without_communicator_refused(void) {
     for (int bwd = 0; bwd < 2; bwd++) {
         Case t;
         case_init(&t, dims(8, 4, 2, 5, 0, 0, 1, 1.0), 4, 150, 0);
@@ -749,7 +749,7 @@ static void test_ep_not_one_refused(void) {
         const char *err = run_child(&t, bwd, &status);
         CHECK_MSG(died_with_error(status), "ep = 2 should exit non-zero with a message (status %d)", status);
         CHECK_STR_CONTAINS(err, "ep = 2");
-        CHECK_STR_CONTAINS(err, "distributed");
+        CHECK_STR_CONTAINS(err, "EP communicator has 1 rank");
         case_free(&t);
     }
 }
@@ -781,5 +781,5 @@ TEST_SUITE(moe,
            TEST_CASE(test_every_output_written),
            TEST_CASE(test_deterministic_across_threads),
            TEST_CASE(test_backward_accumulates),
-           TEST_CASE(test_ep_not_one_refused),
+           TEST_CASE(test_ep_without_communicator_refused),
            TEST_CASE(test_nan_router_refused));

@@ -16,9 +16,11 @@
 
 static real *alloc_real(size_t n) { return callocCheck(n, sizeof(real)); }
 
-static MoeDims moe_dims(const ModelDims *d) {
+static MoeDims moe_dims(const OP(CpuModel) *m) {
+    const ModelDims *d = &m->d;
     MoeDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
-                  .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
+                  .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank,
+                  .comm = m->has_comm ? &m->comm : NULL};
     return md;
 }
 
@@ -33,10 +35,13 @@ static OP(MoeWeights) moe_weights(const LayerOffsets *o, real *base, int has_sha
     return w;
 }
 
-void OP(cpu_model_init)(OP(CpuModel) *m, const ModelDims *d, const ParamTable *t, int B, int T) {
+void OP(cpu_model_init)(OP(CpuModel) *m, const ModelDims *d, const ParamTable *t, int B, int T,
+                        const MoeComms *comm) {
     memset(m, 0, sizeof *m);
     m->d = *d;
     m->t = t;
+    if (comm) m->comm = *comm;
+    m->has_comm = comm != NULL;
     m->B = B;
     m->T = T;
     size_t N = (size_t)B * T, L = (size_t)d->L, C = (size_t)d->C;
@@ -60,7 +65,7 @@ void OP(cpu_model_init)(OP(CpuModel) *m, const ModelDims *d, const ParamTable *t
     m->pre_u = alloc_real(dense_layers * N * I);
     m->h = alloc_real(dense_layers * N * I);
     m->moe = callocCheck(L, sizeof(OP(MoeActs)));
-    MoeDims md = moe_dims(d);
+    MoeDims md = moe_dims(m);
     for (int l = 0; l < d->L; l++)
         if (model_layer_is_moe(d, l)) OP(moe_acts_alloc)(&m->moe[l], &md, (int)N);
     m->x_final = alloc_real(N * C);
@@ -102,7 +107,7 @@ double OP(cpu_model_forward)(OP(CpuModel) *m, const real *params, const float *e
     const int N = m->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D, I = d->I;
     memcpy(m->inputs, inputs, sizeof(int) * (size_t)N);
     if (targets) memcpy(m->targets, targets, sizeof(int) * (size_t)N);
-    MoeDims md = moe_dims(d);
+    MoeDims md = moe_dims(m);
     m->aux_loss = 0;
     OP(embedding_forward)(m->x_in, inputs, W(t->tok_emb), N, C);
     for (int l = 0; l < d->L; l++) {
@@ -150,7 +155,7 @@ void OP(cpu_model_backward)(OP(CpuModel) *m, const real *params, real *grads, do
     const ParamTable *t = m->t;
     const int N = m->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D, I = d->I;
     const size_t NC = (size_t)N * C;
-    MoeDims md = moe_dims(d);
+    MoeDims md = moe_dims(m);
 
     OP(cross_entropy)(m->dlogits, NULL, m->logits, m->targets, N, d->V, (real)dloss);
     OP(matmul_nn)(m->dln, m->dlogits, W(t->lm_head), N, d->V, C, 0);

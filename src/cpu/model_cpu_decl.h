@@ -3,6 +3,8 @@
 typedef struct {
     ModelDims d;
     const ParamTable *t;
+    MoeComms comm;           /* expert-parallel group and aux-statistics world */
+    int has_comm;            /* 0: this process alone */
     int B, T, N;             /* micro-batch, sequence length, tokens = B*T */
     int *inputs, *targets;   /* (N) copies of the last forward's batch */
     /* saved activations, per layer l at offset l * (N * width) */
@@ -22,7 +24,9 @@ typedef struct {
     double aux_loss;         /* sum over MoE layers of the unweighted aux loss */
 } DECL_OP(CpuModel);
 
-void DECL_OP(cpu_model_init)(DECL_OP(CpuModel) *m, const ModelDims *d, const ParamTable *t, int B, int T);
+/* comm: the EP group and the world of ranks training together; NULL = this process alone. */
+void DECL_OP(cpu_model_init)(DECL_OP(CpuModel) *m, const ModelDims *d, const ParamTable *t, int B, int T,
+                             const MoeComms *comm);
 void DECL_OP(cpu_model_free)(DECL_OP(CpuModel) *m);
 
 /* Forward over one micro-batch; returns the mean cross-entropy (also in m->loss; m->aux_loss

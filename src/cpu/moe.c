@@ -3,9 +3,10 @@
  * in four phases: (1) route: router logits, scores, top-k, gates, counts, aux loss; (2) dispatch:
  * group the (token, j) slots by expert in stable order and gather their rows; (3) expert compute
  * over each local expert's contiguous rows; (4) combine in fixed j order, plus the shared experts.
- * The backward mirrors them in reverse. Phases (3) and (3') only see dispatched rows and per-expert
- * row offsets, so the distributed layer can put the token exchange (MPI_Alltoallv) between (2) and
- * (3) and between (3) and (4) — and the reverse in the backward — without touching the math.
+ * The backward mirrors them in reverse. Between (2) and (3) the dispatched rows travel to their
+ * experts' owners (MPI_Alltoallv over the EP group; a copy when ep = 1), and between (3) and (4)
+ * the outputs travel back; the backward moves dy and dx the same way. Phases (3) and (3') only see
+ * an owner's rows grouped by local expert, in the stable order (source rank, token, j).
  * Every output element is written by one thread in a fixed order: results are bitwise identical
  * for any OMP_NUM_THREADS.
  */
@@ -22,12 +23,29 @@
 typedef OP(MoeWeights) Weights;
 typedef OP(MoeActs) Acts;
 
+#if REAL_IS_F64
+#define MPI_REAL_T MPI_DOUBLE
+#else
+#define MPI_REAL_T MPI_FLOAT
+#endif
+
+static int ep_size(const MoeDims *d) {
+    int n = 1;
+    if (d->comm) MPI_Comm_size(d->comm->ep, &n);
+    return n;
+}
+
+static int stats_size(const MoeDims *d) {
+    int n = 1;
+    if (d->comm) MPI_Comm_size(d->comm->stats, &n);
+    return n;
+}
+
 static void check_dims(const MoeDims *d, int N, const char *who) {
-    if (d->ep != 1)
-        mokc_die(MOKC_EXIT_USAGE,
-                 "expert parallelism (ep > 1) is handled by the distributed layer, which exchanges token "
-                 "rows between ranks; the single-process MoE block only runs with ep = 1",
-                 "%s: ep = %d but the single-process MoE block needs ep = 1", who, d->ep);
+    if (d->ep < 1 || d->E % d->ep != 0 || d->ep_rank < 0 || d->ep_rank >= d->ep || ep_size(d) != d->ep)
+        mokc_die(MOKC_EXIT_RUNTIME, "expert parallelism needs an EP communicator of ep ranks and E divisible by ep",
+                 "%s: ep = %d, ep_rank = %d, E = %d, but the EP communicator has %d rank(s)", who, d->ep,
+                 d->ep_rank, d->E, ep_size(d));
     if (d->C <= 0 || d->E <= 0 || d->I <= 0 || d->k < 1 || d->k > d->E || d->n_shared < 0 || N < 0)
         mokc_die(MOKC_EXIT_USAGE, "need C, E, I > 0, 1 <= k <= E, n_shared >= 0, N >= 0",
                  "%s: invalid MoE shape C=%d E=%d k=%d I=%d n_shared=%d N=%d", who, d->C, d->E, d->k, d->I,
@@ -48,16 +66,27 @@ void OP(moe_acts_alloc)(Acts *a, const MoeDims *d, int N) {
     a->row_slot = mallocCheck(n * k * sizeof(int));
     a->slot_row = mallocCheck(n * k * sizeof(int));
     a->xe = mallocCheck(n * k * C * sizeof(real));
-    a->pre_gate = mallocCheck(n * k * I * sizeof(real));
-    a->pre_up = mallocCheck(n * k * I * sizeof(real));
-    a->h = mallocCheck(n * k * I * sizeof(real));
     a->ye = mallocCheck(n * k * C * sizeof(real));
+    /* An owner receives at most min(k, E_local) rows per token from each of the ep ranks. */
+    const size_t E_local = E / (size_t)d->ep, ep = (size_t)d->ep;
+    const size_t R = ep * n * (k < E_local ? k : E_local);
+    a->send_rows = callocCheck(ep, sizeof(int));
+    a->recv_rows = callocCheck(ep, sizeof(int));
+    a->recv_offset = callocCheck(E_local + 1, sizeof(int));
+    a->recv_source_row = mallocCheck(R * sizeof(int));
+    a->xr = mallocCheck(R * C * sizeof(real));
+    a->pre_gate = mallocCheck(R * I * sizeof(real));
+    a->pre_up = mallocCheck(R * I * sizeof(real));
+    a->h = mallocCheck(R * I * sizeof(real));
+    a->stage = mallocCheck(R * C * sizeof(real));
+    a->rows_out = mallocCheck(R * C * sizeof(real));
     if (SI > 0) {
         a->s_gate = mallocCheck(n * SI * sizeof(real));
         a->s_up = mallocCheck(n * SI * sizeof(real));
         a->s_h = mallocCheck(n * SI * sizeof(real));
     }
     a->counts = callocCheck(E, sizeof(int));
+    a->stat_counts = callocCheck(E, sizeof(long long));
     a->aux_loss = 0;
 }
 
@@ -70,14 +99,22 @@ void OP(moe_acts_free)(Acts *a) {
     free(a->row_slot);
     free(a->slot_row);
     free(a->xe);
+    free(a->ye);
+    free(a->send_rows);
+    free(a->recv_rows);
+    free(a->recv_offset);
+    free(a->recv_source_row);
+    free(a->xr);
     free(a->pre_gate);
     free(a->pre_up);
     free(a->h);
-    free(a->ye);
+    free(a->stage);
+    free(a->rows_out);
     free(a->s_gate);
     free(a->s_up);
     free(a->s_h);
     free(a->counts);
+    free(a->stat_counts);
     memset(a, 0, sizeof *a);
 }
 
@@ -142,18 +179,28 @@ static double aux_norm(const real *s, int E, int sigmoid) {
     return sum;
 }
 
-/* aux = E * sum_e f_e P_e = E / (N * N*k) * sum_n sum_e counts_e * p_{n,e}, summed serially in a
- * fixed order (it is a reduction over tokens). */
-static double aux_loss_forward(const Acts *a, const MoeDims *d, int N) {
-    if (N == 0) return 0.0;
+/* aux = E * sum_e f_e P_e with f_e = stat_counts_e / (Ns k) and P_e = (1/Ns) sum_n p_{n,e} over
+ * the Ns tokens of every rank in comm.stats. Each rank sums its tokens serially in a fixed order;
+ * the ranks' sums are added by MPI_Allreduce (a fixed order for a fixed rank count). */
+static double aux_loss_forward(Acts *a, const MoeDims *d, int N) {
     const int E = d->E;
-    double acc = 0;
+    double *psum = callocCheck((size_t)E, sizeof(double));
     for (int n = 0; n < N; n++) {
         const real *s = a->scores + (size_t)n * E;
         double inv = 1.0 / aux_norm(s, E, d->sigmoid);
-        for (int e = 0; e < E; e++) acc += (double)a->counts[e] * ((double)s[e] * inv);
+        for (int e = 0; e < E; e++) psum[e] += (double)s[e] * inv;
     }
-    return (double)E * acc / ((double)N * (double)N * (double)d->k);
+    for (int e = 0; e < E; e++) a->stat_counts[e] = a->counts[e];
+    const int ranks = stats_size(d);
+    if (ranks > 1) {
+        MPI_Allreduce(MPI_IN_PLACE, psum, E, MPI_DOUBLE, MPI_SUM, d->comm->stats);
+        MPI_Allreduce(MPI_IN_PLACE, a->stat_counts, E, MPI_LONG_LONG, MPI_SUM, d->comm->stats);
+    }
+    const double Ns = (double)N * ranks; /* every rank holds a micro-batch of N tokens */
+    double acc = 0;
+    for (int e = 0; e < E; e++) acc += (double)a->stat_counts[e] * psum[e];
+    free(psum);
+    return Ns > 0 ? (double)E * acc / (Ns * Ns * (double)d->k) : 0.0;
 }
 
 static void route_forward(Acts *a, const real *x, const Weights *w, const float *expert_bias, const MoeDims *d,
@@ -202,6 +249,80 @@ static void dispatch_gather(real *xe, const real *x, const int *row_slot, int ro
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++)
         memcpy(xe + (size_t)r * C, x + (size_t)(row_slot[r] / k) * C, (size_t)C * sizeof(real));
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The exchange between the dispatching ranks and the experts' owners. xe is grouped by global
+ * expert, hence by owner: owner p gets the contiguous block of experts [p*E_local, (p+1)*E_local).
+ * MPI delivers rows in source-rank order; owners regroup them by local expert, so each expert's
+ * rows are in (source rank, token, j) order whatever the ep.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Row counts per peer and the owner-side grouping, from this forward's routing. */
+static void exchange_plan(Acts *a, const MoeDims *d) {
+    const int ep = d->ep, El = d->E / d->ep;
+    int *recv_counts = mallocCheck((size_t)d->E * sizeof(int)); /* [source][local expert] */
+    if (ep > 1) MPI_Alltoall(a->counts, El, MPI_INT, recv_counts, El, MPI_INT, d->comm->ep);
+    else memcpy(recv_counts, a->counts, (size_t)d->E * sizeof(int));
+    int *source_start = mallocCheck((size_t)d->E * sizeof(int)); /* [source][el]: first row in source order */
+    int row = 0;
+    for (int p = 0; p < ep; p++) {
+        a->send_rows[p] = a->recv_rows[p] = 0;
+        for (int el = 0; el < El; el++) {
+            a->send_rows[p] += a->counts[p * El + el];
+            a->recv_rows[p] += recv_counts[p * El + el];
+            source_start[p * El + el] = row;
+            row += recv_counts[p * El + el];
+        }
+    }
+    a->rows_in = row;
+    int r = 0;
+    for (int el = 0; el < El; el++) {
+        a->recv_offset[el] = r;
+        for (int p = 0; p < ep; p++)
+            for (int i = 0; i < recv_counts[p * El + el]; i++) a->recv_source_row[r++] = source_start[p * El + el] + i;
+    }
+    a->recv_offset[El] = r;
+    free(recv_counts);
+    free(source_start);
+}
+
+/* Moves C-wide rows between the ranks: from `send` (counts per peer in send_rows) into `recv`. */
+static void alltoall_rows(real *recv, const int *recv_rows, const real *send, const int *send_rows,
+                          const MoeDims *d) {
+    const int ep = d->ep, C = d->C;
+    if (ep == 1) {
+        memcpy(recv, send, (size_t)send_rows[0] * C * sizeof(real));
+        return;
+    }
+    int *sc = mallocCheck(4 * (size_t)ep * sizeof(int)), *sd = sc + ep, *rc = sc + 2 * ep, *rd = sc + 3 * ep;
+    int so = 0, ro = 0;
+    for (int p = 0; p < ep; p++) {
+        if ((long long)(so + send_rows[p]) * C > 2147483647ll || (long long)(ro + recv_rows[p]) * C > 2147483647ll)
+            mokc_die(MOKC_EXIT_RUNTIME, "use a smaller micro-batch or more ranks", "MoE exchange over 2^31 elements");
+        sc[p] = send_rows[p] * C, sd[p] = so * C, so += send_rows[p];
+        rc[p] = recv_rows[p] * C, rd[p] = ro * C, ro += recv_rows[p];
+    }
+    MPI_Alltoallv(send, sc, sd, MPI_REAL_T, recv, rc, rd, MPI_REAL_T, d->comm->ep);
+    free(sc);
+}
+
+/* Dispatcher rows (xe layout) -> the owners' rows grouped by local expert (xr layout). */
+static void send_to_owners(real *owner_rows, const real *rows, Acts *a, const MoeDims *d) {
+    const int C = d->C;
+    alltoall_rows(a->stage, a->recv_rows, rows, a->send_rows, d);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < a->rows_in; r++)
+        memcpy(owner_rows + (size_t)r * C, a->stage + (size_t)a->recv_source_row[r] * C, (size_t)C * sizeof(real));
+}
+
+/* The owners' rows (xr layout) -> back to the dispatchers, in their xe layout. */
+static void return_to_sources(real *rows, const real *owner_rows, Acts *a, const MoeDims *d) {
+    const int C = d->C;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < a->rows_in; r++)
+        memcpy(a->stage + (size_t)a->recv_source_row[r] * C, owner_rows + (size_t)r * C, (size_t)C * sizeof(real));
+    alltoall_rows(rows, a->send_rows, a->stage, a->recv_rows, d);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -265,9 +386,10 @@ void OP(moe_forward)(real *y, Acts *a, const real *x, const Weights *w, const fl
     route_forward(a, x, w, expert_bias, d, N);                                /* (1) */
     dispatch_plan(a, d, N);                                                   /* (2) */
     dispatch_gather(a->xe, x, a->row_slot, N * k, k, C);
-    /* ep > 1: exchange xe rows here (send to the rank owning each expert). */
-    experts_forward(a->ye, a->pre_gate, a->pre_up, a->h, a->xe, a->expert_offset, w, E_local, C, I); /* (3) */
-    /* ep > 1: return ye rows here, back into this rank's dispatched order. */
+    exchange_plan(a, d);
+    send_to_owners(a->xr, a->xe, a, d);
+    experts_forward(a->rows_out, a->pre_gate, a->pre_up, a->h, a->xr, a->recv_offset, w, E_local, C, I); /* (3) */
+    return_to_sources(a->ye, a->rows_out, a, d);
     if (SI > 0) shared_forward(y, a, x, w, N, C, SI);                         /* (4) */
     combine_forward(y, a->ye, a->gates, a->slot_row, N, k, C, SI > 0);
 }
@@ -379,18 +501,22 @@ static void gates_backward(double *ds, const double *dg, const int *topk, const 
     for (int j = 0; j < k; j++) ds[topk[j]] += d->scaling / S * (dg[j] - dot);
 }
 
-/* ds += daux * d(aux)/d(scores) for one token. d(aux)/dp_{n,e} = E f_e / N with f_e = counts_e/(N k)
- * held constant. Softmax: p = s. Sigmoid: p = s / sum(s), so ds_i = (dp_i - sum_e dp_e p_e) / sum(s). */
-static void aux_backward(double *ds, double daux, const int *counts, const real *s, const MoeDims *d, int N) {
+/* ds += daux * d(aux)/d(scores) for one token. d(aux)/dp_{n,e} = E f_e / Ns with f_e held
+ * constant. Data-parallel ranks average their gradients, so each rank carries its tokens' share
+ * times the rank count: E f_e / N, f_e = stat_counts_e / (Ns k), Ns = N * ranks.
+ * Softmax: p = s. Sigmoid: p = s / sum(s), so ds_i = (dp_i - sum_e dp_e p_e) / sum(s). */
+static void aux_backward(double *ds, double daux, const long long *stat_counts, const real *s, const MoeDims *d,
+                         int N) {
     const int E = d->E;
-    const double base = daux * (double)E / ((double)N * (double)N * (double)d->k); /* dp_e = base * counts_e */
+    const double Ns = (double)N * stats_size(d);
+    const double base = daux * (double)E / ((double)N * Ns * (double)d->k); /* dp_e = base * counts_e */
     if (!d->sigmoid) {
-        for (int e = 0; e < E; e++) ds[e] += base * (double)counts[e];
+        for (int e = 0; e < E; e++) ds[e] += base * (double)stat_counts[e];
         return;
     }
     double sum = aux_norm(s, E, 1), dot = 0;
-    for (int e = 0; e < E; e++) dot += base * (double)counts[e] * ((double)s[e] / sum);
-    for (int e = 0; e < E; e++) ds[e] += (base * (double)counts[e] - dot) / sum;
+    for (int e = 0; e < E; e++) dot += base * (double)stat_counts[e] * ((double)s[e] / sum);
+    for (int e = 0; e < E; e++) ds[e] += (base * (double)stat_counts[e] - dot) / sum;
 }
 
 /* dlogits from dscores: softmax dl_i = s_i (ds_i - sum_e ds_e s_e); sigmoid dl_i = ds_i s_i (1 - s_i). */
@@ -415,7 +541,7 @@ static void route_backward(real *dx, const Weights *dw, const double *dgates, do
         double *ds = ds_all + (size_t)n * E;
         for (int e = 0; e < E; e++) ds[e] = 0;
         gates_backward(ds, dgates + (size_t)n * k, a->topk + (size_t)n * k, s, d);
-        if (daux != 0) aux_backward(ds, daux, a->counts, s, d, N);
+        if (daux != 0) aux_backward(ds, daux, a->stat_counts, s, d, N);
         scores_backward(dlogits + (size_t)n * E, ds, s, E, d->sigmoid);
     }
     OP(matmul_tn)(dw->router, x, dlogits, N, d->C, E, 1);
@@ -424,7 +550,7 @@ static void route_backward(real *dx, const Weights *dw, const double *dgates, do
     free(ds_all);
 }
 
-void OP(moe_backward)(real *dx, const Weights *dw, const real *dy, double daux, const Acts *a, const real *x,
+void OP(moe_backward)(real *dx, const Weights *dw, const real *dy, double daux, Acts *a, const real *x,
                       const Weights *w, const MoeDims *d, int N) {
     check_dims(d, N, "moe_backward");
     if (N > a->N)
@@ -439,9 +565,11 @@ void OP(moe_backward)(real *dx, const Weights *dw, const real *dy, double daux, 
     double *dgates = mallocCheck(rows * sizeof(double));
     combine_backward(dye, dgates, dy, a->ye, a->gates, a->slot_row, N, k, C);          /* (4') */
     if (SI > 0) shared_backward(dx, dw, dy, a, x, w, N, C, SI);
-    /* ep > 1: send dye rows to the expert owners here (same exchange as xe in the forward). */
-    experts_backward(dxe, dw, dye, a->xe, a->pre_gate, a->pre_up, a->h, a->expert_offset, w, E_local, C, I); /* (3') */
-    /* ep > 1: return dxe rows here (same exchange as ye in the forward). */
+    real *dyr = mallocCheck((size_t)(a->rows_in > 0 ? a->rows_in : 1) * C * sizeof(real));
+    send_to_owners(dyr, dye, a, d);
+    experts_backward(a->rows_out, dw, dyr, a->xr, a->pre_gate, a->pre_up, a->h, a->recv_offset, w, E_local, C, I); /* (3') */
+    return_to_sources(dxe, a->rows_out, a, d);
+    free(dyr);
     scatter_backward(dx, dxe, a->slot_row, N, k, C);                                   /* (2') */
     route_backward(dx, dw, dgates, daux, a, x, w, d, N);                                /* (1') */
     free(dye);

@@ -14,11 +14,24 @@
  * - aux loss (Switch): E * sum_e f_e * P_e with f_e = counts_e / (N*k) (no gradient) and
  *   P_e = mean over tokens of p_e, p = the scores normalised to sum to 1 per token (softmax: the
  *   scores themselves). The caller weights it by router_aux_loss_coef.
- * Expert parallelism: experts [ep_rank*E/ep, (ep_rank+1)*E/ep) are local to this rank. The
- * single-process block requires ep = 1; the distributed layer adds the token exchange.
+ * - aux statistics over the data-parallel world: counts and P are summed over comm.stats (every
+ *   rank's micro-batch of this micro-step), so the loss does not depend on how the global batch is
+ *   split over ranks; with one rank they are the local ones.
+ * Expert parallelism: experts [ep_rank*E/ep, (ep_rank+1)*E/ep) are local to this rank. Dispatched
+ * rows go to their expert's owner with MPI_Alltoallv over comm.ep; the owner processes each
+ * expert's rows in the stable order (source rank, token, j) and sends the outputs back, so every
+ * rank's combine sees its own (token, j) slots. The backward exchanges dy and dx the same way.
  */
 #ifndef MOKC_CPU_MOE_H
 #define MOKC_CPU_MOE_H
+
+#include <mpi.h>
+
+/* Who the MoE block talks to. */
+typedef struct {
+    MPI_Comm ep;       /* the expert-parallel group (size ep), ordered by ep_rank */
+    MPI_Comm stats;    /* the ranks whose micro-batches share one aux-loss statistic (the world) */
+} MoeComms;
 
 typedef struct {
     int C;             /* hidden size */
@@ -30,6 +43,7 @@ typedef struct {
     int norm_topk;     /* renormalise the k gate values */
     double scaling;    /* routed_scaling_factor */
     int ep, ep_rank;   /* expert-parallel group size and this rank's place in it */
+    const MoeComms *comm; /* NULL: this process alone (ep must be 1) */
 } MoeDims;
 
 #define DECL_REAL float

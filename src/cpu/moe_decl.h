@@ -24,15 +24,25 @@ typedef struct {
     int *expert_offset;     /* (E + 1) start of each expert's rows in the dispatched order  */
     int *row_slot;          /* (N*k) dispatched row r came from slot n*k + j                */
     int *slot_row;          /* (N*k) inverse: slot n*k + j went to dispatched row           */
-    DECL_REAL *xe;          /* (N*k, C) dispatched inputs, grouped by expert               */
-    DECL_REAL *pre_gate;    /* (N*k, I)                                                     */
-    DECL_REAL *pre_up;      /* (N*k, I)                                                     */
-    DECL_REAL *h;           /* (N*k, I) silu(pre_gate) * pre_up                            */
-    DECL_REAL *ye;          /* (N*k, C) expert outputs, one per slot's dispatched row       */
+    DECL_REAL *xe;          /* (N*k, C) dispatched inputs, grouped by expert (so by owner rank) */
+    DECL_REAL *ye;          /* (N*k, C) expert outputs back from the owners, same rows as xe    */
+    /* Owner side: rows received from the EP group (R_max = ep*N*min(k, E_local): worst case). */
+    int rows_in;            /* rows received in the last forward                                */
+    int *send_rows;         /* (ep) rows sent to each owner                                     */
+    int *recv_rows;         /* (ep) rows received from each source                              */
+    int *recv_offset;       /* (E_local + 1) start of each local expert's rows in xr            */
+    int *recv_source_row;   /* (R_max) expert-ordered row -> its row in source-rank order       */
+    DECL_REAL *xr;          /* (R_max, C) received rows, grouped by local expert, stable order  */
+    DECL_REAL *pre_gate;    /* (R_max, I)                                                       */
+    DECL_REAL *pre_up;      /* (R_max, I)                                                       */
+    DECL_REAL *h;           /* (R_max, I) silu(pre_gate) * pre_up                               */
+    DECL_REAL *stage;       /* (R_max, C) scratch: rows in source-rank order, as MPI moves them */
+    DECL_REAL *rows_out;    /* (R_max, C) scratch: owner-side outputs in expert order           */
     DECL_REAL *s_gate;      /* (N, S*I) shared experts                                      */
     DECL_REAL *s_up;        /* (N, S*I)                                                     */
     DECL_REAL *s_h;         /* (N, S*I)                                                     */
-    int *counts;            /* (E) tokens routed to each expert in the last forward         */
+    int *counts;            /* (E) this rank's slots routed to each expert in the last forward */
+    long long *stat_counts; /* (E) the same summed over comm.stats (the aux loss's f)          */
     double aux_loss;        /* unweighted aux loss of the last forward                       */
 } DECL_OP(MoeActs);
 
@@ -45,7 +55,8 @@ void DECL_OP(moe_forward)(DECL_REAL *y, DECL_OP(MoeActs) *a, const DECL_REAL *x,
                           const float *expert_bias, const MoeDims *d, int N);
 
 /* Given dy (N, C) and the weight daux of the aux loss in the total loss (the loss term is
- * daux * aux_loss), ADDS dx (N, C) and the weight gradients into dw (same layout as w). */
+ * daux * aux_loss), ADDS dx (N, C) and the weight gradients into dw (same layout as w). Uses the
+ * exchange scratch in a (stage, rows_out); the saved activations stay as the forward left them. */
 void DECL_OP(moe_backward)(DECL_REAL *dx, const DECL_OP(MoeWeights) *dw, const DECL_REAL *dy, double daux,
-                           const DECL_OP(MoeActs) *a, const DECL_REAL *x, const DECL_OP(MoeWeights) *w,
+                           DECL_OP(MoeActs) *a, const DECL_REAL *x, const DECL_OP(MoeWeights) *w,
                            const MoeDims *d, int N);
