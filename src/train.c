@@ -141,9 +141,6 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     char msg[512];
     if (!dist_make_groups(&tr->dist, tr->cfg.parallel.ep, msg, sizeof msg))
         fail_all(tr, MOKC_EXIT_USAGE, "change parallel.ep or the number of ranks (mpirun -np)", msg);
-    if (tr->dist.ep > 1)
-        fail_all(tr, MOKC_EXIT_USAGE, "use parallel.ep = 1 (data parallelism) for now",
-                 "parallel.ep > 1: the CPU backend's expert-parallel token exchange is not built yet (issue 5)");
     choose_backend(tr);
     open_data(tr);
     if (tr->dist.rank == 0) config_print_table(&tr->cfg, stdout);
@@ -161,7 +158,8 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     tr->expert_bias = callocCheck(nbias, sizeof(float));
     tr->load = callocCheck(nbias, sizeof(int64_t));
     model_init_params(tr->params, &tr->table, &tr->dims, (uint64_t)c->train.seed);
-    cpu_model_init(&tr->model, &tr->dims, &tr->table, c->train.micro_batch, c->train.seq_len);
+    MoeComms comms = {.ep = tr->dist.ep_comm, .stats = MPI_COMM_WORLD};
+    cpu_model_init(&tr->model, &tr->dims, &tr->table, c->train.micro_batch, c->train.seq_len, &comms);
     size_t N = (size_t)c->train.micro_batch * c->train.seq_len;
     tr->inputs = mallocCheck(N * sizeof(int));
     tr->targets = mallocCheck(N * sizeof(int));
@@ -190,17 +188,19 @@ static void teardown(Trainer *tr) {
 
 /* ---------- one step ---------- */
 
-/* Replicated tensors are averaged over the world, expert tensors over their DP group. */
+/* The gradient of the mean loss over all ranks. A replicated tensor's gradient on each rank comes
+ * from its own tokens: sum over the world, divide by the world. An expert's gradient on its owner
+ * already sums the tokens of the whole EP group (they were sent to it): sum over the DP group
+ * (the other owners of the same experts), and divide by the world too. */
 static void average_gradients(Trainer *tr) {
     const Dist *d = &tr->dist;
     if (d->world == 1) return;
     for (int i = 0; i < tr->table.count; i++) {
         const ParamInfo *p = &tr->table.items[i];
         MPI_Comm comm = p->kind == PARAM_EXPERT ? d->dp_comm : MPI_COMM_WORLD;
-        int size = p->kind == PARAM_EXPERT ? d->dp : d->world;
         float *g = tr->grads + p->offset;
-        MPI_Allreduce(MPI_IN_PLACE, g, (int)p->numel, MPI_FLOAT, MPI_SUM, comm);
-        for (size_t j = 0; j < p->numel; j++) g[j] /= (float)size;
+        if (p->kind != PARAM_EXPERT || d->dp > 1) MPI_Allreduce(MPI_IN_PLACE, g, (int)p->numel, MPI_FLOAT, MPI_SUM, comm);
+        for (size_t j = 0; j < p->numel; j++) g[j] /= (float)d->world;
     }
 }
 
