@@ -40,7 +40,7 @@ LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
              -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc -I$(NCCL_INC)
 ifeq ($(WITH_CUDA),1)
-CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include
+CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include -I$(NCCL_INC)
 LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 endif
 
@@ -49,7 +49,7 @@ endif
 HOST_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/cpu/*.c)) $(if $(filter 1,$(WITH_CUDA)),$(wildcard src/gpu/*.c))
 REAL_SRCS := $(shell grep -l '^\#include "cpu/real.h"\|^\#include "real.h"' src/cpu/*.c 2>/dev/null)
 CU_SRCS := $(if $(filter 1,$(WITH_CUDA)),$(shell find kernels -name '*.cu' 2>/dev/null))
-TEST_SRCS := $(wildcard tests/*.c)
+TEST_SRCS := $(wildcard tests/*.c) $(if $(filter 1,$(WITH_CUDA)),$(wildcard tests/gpu/*.c))
 
 LIB_OBJS := $(HOST_SRCS:%.c=$(BUILD)/%.o) $(REAL_SRCS:%.c=$(BUILD)/%.f64.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)

@@ -1,0 +1,30 @@
+/*
+ * Row-major GEMMs on cuBLAS: bf16 or fp32 operands, fp32 accumulation, in the layout the rest of
+ * mokc uses (activations (tokens, width), weights (in, out)). cuBLAS is column-major; these
+ * wrappers swap the operands so callers never think about it. Deterministic for a fixed GPU,
+ * toolkit and shape (one workspace per handle, no atomics).
+ */
+#ifndef MOKC_GPU_GEMM_H
+#define MOKC_GPU_GEMM_H
+
+#include <cublas_v2.h>
+
+typedef enum { GEMM_BF16, GEMM_F32 } GemmType;
+
+/* C[M,N] = alpha * op(A) @ op(B) + beta * C. op(A) is (M,K): A is stored (M,K), or (K,M) when
+ * trans_a. op(B) is (K,N): B is stored (K,N), or (N,K) when trans_b. */
+void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
+
+/* The same for `batch` problems at fixed element strides between consecutive A, B and C. */
+void gemm_rm_strided(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+                     long long stride_a, const void *B, GemmType tb, long long stride_b, void *C, GemmType tc,
+                     long long stride_c, int batch, float alpha, float beta);
+
+/* The same for `batch` problems given by device arrays of pointers, with explicit leading
+ * dimensions (row-major: elements between consecutive rows). */
+void gemm_rm_batched(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *const *A,
+                     GemmType ta, int lda, const void *const *B, GemmType tb, int ldb, void *const *C, GemmType tc,
+                     int ldc, int batch, float alpha, float beta);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * Helpers for the GPU tests (tests/gpu/, built only with the CUDA backend): skip without a GPU,
+ * move arrays, convert bf16 on the host, poison outputs so unwritten elements are caught.
+ */
+#ifndef MOKC_GPU_TEST_H
+#define MOKC_GPU_TEST_H
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/common.h"
+#include "../test.h"
+
+/* Call first in every GPU test: returns 0 (and marks the test skipped) when there is no GPU. */
+static inline int gpu_test_begin(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        test_skip("no GPU on this machine");
+        return 0;
+    }
+    cudaCheck(cudaSetDevice(0));
+    return 1;
+}
+
+/* Round-to-nearest-even float -> bf16 bits, and back (exact). */
+static inline bf16_t host_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+static inline float host_from_bf16(bf16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline void *gpu_upload(const void *host, size_t bytes) {
+    void *d = NULL;
+    cudaCheck(cudaMalloc(&d, bytes ? bytes : 1));
+    if (bytes) cudaCheck(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+static inline void gpu_download(void *host, const void *dev, size_t bytes) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+/* A device buffer filled with 0xff bytes: NaN as float and as bf16, so an unwritten element shows. */
+static inline void *gpu_poisoned(size_t bytes) {
+    void *d = NULL;
+    cudaCheck(cudaMalloc(&d, bytes ? bytes : 1));
+    cudaCheck(cudaMemset(d, 0xff, bytes));
+    return d;
+}
+
+/* Number of NaN entries in a float array (after a download from a poisoned buffer). */
+static inline long count_nan(const float *x, long n) {
+    long c = 0;
+    for (long i = 0; i < n; i++) c += isnan(x[i]) != 0;
+    return c;
+}
+
+/* ||a - b|| / ||b|| of float arrays, in double. */
+static inline double rel_error_f(const float *a, const float *b, long n) {
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+#endif
