@@ -54,6 +54,20 @@ int test_run(const char *command, char *out, size_t outlen) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int test_read_metric(const char *path, const char *key, double *values, int max) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096], pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, pattern);
+        if (p) values[n++] = strtod(p + strlen(pattern), NULL);
+    }
+    fclose(f);
+    return n;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : "";
     const char *bin = getenv("MOKC_BIN");

@@ -50,16 +50,7 @@ static int losses_for(int np, int ep, int micro_batch, const char *tag, double *
              mpirun(), np, test_mokc_binary(), spec, ep, micro_batch, metrics);
     int rc = test_run(cmd, out, sizeof out);
     CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, out);
-    FILE *f = fopen(metrics, "r");
-    if (!f) return 0;
-    char line[1024];
-    int n = 0;
-    while (n < STEPS && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "\"loss\": ");
-        if (p) loss[n++] = strtod(p + 8, NULL);
-    }
-    fclose(f);
-    return n;
+    return test_read_metric(metrics, "loss", loss, STEPS);
 }
 
 static void test_layouts_train_alike(void) {

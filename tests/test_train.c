@@ -45,16 +45,7 @@ static int train_losses(const char *spec, const char *extra, const char *metrics
     snprintf(cmd, sizeof cmd, "%s train %s --set log.metrics_path=%s %s", test_mokc_binary(), spec, metrics_path, extra);
     int rc = test_run(cmd, out, sizeof out);
     CHECK_MSG(rc == 0, "train failed (%d): %s", rc, out);
-    FILE *f = fopen(metrics_path, "r");
-    if (!f) return 0;
-    char line[1024];
-    int n = 0;
-    while (n < max && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "\"loss\": ");
-        if (p) loss[n++] = strtod(p + 8, NULL);
-    }
-    fclose(f);
-    return n;
+    return test_read_metric(metrics_path, "loss", loss, max);
 }
 
 static void test_loss_falls_on_real_text(void) {

@@ -10,15 +10,7 @@
 #include "cpu/moe.h"
 #include "model.h"
 
-#define DECL_REAL float
-#define DECL_OP(name) name
-#include "model_cpu_decl.h"
-#undef DECL_REAL
-#undef DECL_OP
-#define DECL_REAL double
-#define DECL_OP(name) name##_f64
-#include "model_cpu_decl.h"
-#undef DECL_REAL
-#undef DECL_OP
+#define REAL_DECL_FILE "model_cpu_decl.h"
+#include "declare_both.h"
 
 #endif

@@ -46,15 +46,7 @@ typedef struct {
     const MoeComms *comm; /* NULL: this process alone (ep must be 1) */
 } MoeDims;
 
-#define DECL_REAL float
-#define DECL_OP(name) name
-#include "moe_decl.h"
-#undef DECL_REAL
-#undef DECL_OP
-#define DECL_REAL double
-#define DECL_OP(name) name##_f64
-#include "moe_decl.h"
-#undef DECL_REAL
-#undef DECL_OP
+#define REAL_DECL_FILE "moe_decl.h"
+#include "declare_both.h"
 
 #endif

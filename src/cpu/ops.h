@@ -2,15 +2,7 @@
 #ifndef MOKC_CPU_OPS_H
 #define MOKC_CPU_OPS_H
 
-#define DECL_REAL float
-#define DECL_OP(name) name
-#include "ops_decl.h"
-#undef DECL_REAL
-#undef DECL_OP
-#define DECL_REAL double
-#define DECL_OP(name) name##_f64
-#include "ops_decl.h"
-#undef DECL_REAL
-#undef DECL_OP
+#define REAL_DECL_FILE "ops_decl.h"
+#include "declare_both.h"
 
 #endif
