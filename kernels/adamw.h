@@ -1,0 +1,39 @@
+/*
+ * Fused AdamW on the GPU over a flat range of parameters: exactly the per-element math of
+ * src/optim.c adamw_step (same float operations in the same order, no FMA contraction, IEEE
+ * division and square root), plus the bf16 copy of the updated weights written in the same pass.
+ * Elementwise, so deterministic; matches the CPU to the last bit in practice (tests hold it to 1e-6).
+ */
+#ifndef MOKC_KERNELS_ADAMW_H
+#define MOKC_KERNELS_ADAMW_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* For i < n, with the host-side constants of adamw_step
+ *   b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1^t_step), c2 = (float)(1 - beta2^t_step),
+ *   lr = (float)lr, wd = (float)weight_decay, gs = (float)grad_scale, eps = (float)eps:
+ *     g = grads[i] * gs
+ *     m[i] = b1 * m[i] + (1 - b1) * g
+ *     v[i] = b2 * v[i] + (1 - b2) * g * g
+ *     params[i] -= lr * ((m[i] / c1) / (sqrtf(v[i] / c2) + eps) + wd * params[i])
+ *     params_bf16[i] = bf16(params[i])          (skipped when params_bf16 == NULL)
+ * params, m, v fp32 (n), updated in place; grads fp32 (n), read only; params_bf16 bf16 (n),
+ * overwritten. t_step is the 1-based step count. weight_decay: the config's value for decayed
+ * tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the
+ * same decay flag. n == 0 launches nothing.
+ * Alignment: none required; with params, grads, m, v 16-byte aligned and params_bf16 8-byte aligned
+ * the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
+ * otherwise 1 (same results). */
+void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads, float *m, float *v, long n, double lr,
+               double beta1, double beta2, double eps, double weight_decay, double grad_scale, long t_step,
+               cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

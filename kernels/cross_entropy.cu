@@ -1,0 +1,118 @@
+/*
+ * Fused cross-entropy forward/backward (cross_entropy.h). Each thread keeps a running (max m,
+ * sum s of exp(x - m)) over its strided elements; the block combines the pairs by warp butterflies
+ * and then over warps, a fixed tree, so every thread ends with the same (M, S).
+ */
+#include "cross_entropy.h"
+
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+namespace {
+
+constexpr int kMaxThreads = 1024;
+
+bool aligned(const void *p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
+
+/* (m, s) <- (m, s) (+) (m2, s2); commutative, so a butterfly gives every lane the same result.
+ * An empty pair (s == 0, m == -inf) contributes nothing. */
+__device__ __forceinline__ void combine(float &m, float &s, float m2, float s2) {
+    const float M = m > m2 ? m : m2;
+    const float a = s == 0.0f ? 0.0f : s * expf(m - M);
+    const float b = s2 == 0.0f ? 0.0f : s2 * expf(m2 - M);
+    m = M;
+    s = a + b;
+}
+
+__device__ __forceinline__ void block_combine(float &m, float &s, float *red_m, float *red_s) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        combine(m, s, m2, s2);
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    if (lane == 0) {
+        red_m[warp] = m;
+        red_s[warp] = s;
+    }
+    __syncthreads();
+    m = lane < nw ? red_m[lane] : -INFINITY;
+    s = lane < nw ? red_s[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        combine(m, s, m2, s2);
+    }
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+template <int VEC> __device__ __forceinline__ void load(float (&v)[VEC], const float *p) {
+    if constexpr (VEC == 4) {
+        float4 t = *reinterpret_cast<const float4 *>(p);
+        v[0] = t.x;
+        v[1] = t.y;
+        v[2] = t.z;
+        v[3] = t.w;
+    } else {
+        v[0] = *p;
+    }
+}
+
+template <int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    cross_entropy_kernel(float *losses, __nv_bfloat16 *dlogits, const float *logits, const int *targets, int V,
+                         float scale) {
+    __shared__ float red_m[32], red_s[32];
+    const long row = blockIdx.x;
+    const float *x = logits + row * V;
+    float m = -INFINITY, s = 0.0f;
+    for (int j = threadIdx.x * VEC; j < V; j += blockDim.x * VEC) {
+        float v[VEC];
+        load<VEC>(v, x + j);
+        float mx = v[0];
+#pragma unroll
+        for (int k = 1; k < VEC; k++) mx = v[k] > mx ? v[k] : mx;
+        if (mx > m) {
+            s *= expf(m - mx); /* m = -inf at the start: s = 0 * 0 */
+            m = mx;
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s += expf(v[k] - m);
+    }
+    block_combine(m, s, red_m, red_s);
+    const float lse = m + logf(s);
+    const int target = targets[row];
+    if (threadIdx.x == 0) losses[row] = lse - x[target];
+    if (!dlogits) return;
+    __nv_bfloat16 *d = dlogits + row * V;
+    for (int j = threadIdx.x * VEC; j < V; j += blockDim.x * VEC) {
+        float v[VEC];
+        load<VEC>(v, x + j);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = (expf(v[k] - lse) - (j + k == target ? 1.0f : 0.0f)) * scale;
+        if constexpr (VEC == 4)
+            *reinterpret_cast<uint2 *>(d + j) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
+        else
+            d[j] = __float2bfloat16_rn(v[0]);
+    }
+}
+
+} // namespace
+
+extern "C" void gpu_cross_entropy(float *losses, bf16_t *dlogits, const float *logits, const int *targets, int rows,
+                                  int V, float dloss_scale, cudaStream_t stream) {
+    if (rows <= 0) return;
+    const int threads = V >= 16384 ? kMaxThreads : 256;
+    __nv_bfloat16 *d = reinterpret_cast<__nv_bfloat16 *>(dlogits);
+    if (V % 4 == 0 && aligned(logits, 16) && (!dlogits || aligned(dlogits, 8)))
+        cross_entropy_kernel<4><<<rows, threads, 0, stream>>>(losses, d, logits, targets, V, dloss_scale);
+    else
+        cross_entropy_kernel<1><<<rows, threads, 0, stream>>>(losses, d, logits, targets, V, dloss_scale);
+    cudaCheckLaunch();
+}

@@ -1,0 +1,40 @@
+/*
+ * Cross-entropy over a chunk of rows of fp32 logits, forward and backward in one pass, as
+ * src/cpu/ops.c cross_entropy (which works on all rows at once and returns the mean).
+ *
+ * One block per row: an online (max, sum of exp) pass over the row in fp32, combined across the
+ * block in a fixed tree, lse = max + log(sum); then, if asked, a second pass writing the gradient.
+ * Works for any V (loops over the row; V = 151936 is one block of 1024 threads). Deterministic:
+ * each row's result depends only on that row, through a fixed reduction order.
+ *
+ * The mean loss: the caller collects the per-row losses of all chunks in one fp32 array and sums
+ * it in a fixed order on the device with gpu_sum_f32 (kernels/reduce.h), then divides on the host.
+ */
+#ifndef MOKC_KERNELS_CROSS_ENTROPY_H
+#define MOKC_KERNELS_CROSS_ENTROPY_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* For each row r < rows (logits fp32 (rows, V) row-major, targets int32 (rows) on the device,
+ * each in [0, V): not checked):
+ *   losses[r] = logsumexp(logits[r, :]) - logits[r, targets[r]]            (fp32, overwritten)
+ *   dlogits[r, j] = bf16((softmax(logits[r, :])_j - (j == targets[r])) * dloss_scale)
+ *                                                        (bf16 (rows, V), overwritten)
+ * dlogits may be NULL (forward only: evaluation). dloss_scale is the loss gradient per row, e.g.
+ * 1 / (tokens in the batch over all micro-steps) for a mean loss (the CPU reference's dloss / N).
+ * Outputs must not overlap logits or each other. rows == 0 launches nothing.
+ * Alignment: none required; with V % 4 == 0, logits 16-byte and dlogits 8-byte aligned the kernel
+ * moves 4 elements per access, otherwise 1 (same results up to the order of the fp32 sums;
+ * bitwise deterministic for a given call either way). */
+void gpu_cross_entropy(float *losses, bf16_t *dlogits, const float *logits, const int *targets, int rows, int V,
+                       float dloss_scale, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * Deterministic reductions (reduce.h). Per-thread sums over a fixed strided set of elements, then a
+ * fixed block tree (warp butterflies, then warp partials the same way), all in double.
+ */
+#include "reduce.h"
+
+#include <stdint.h>
+
+namespace {
+
+constexpr int kPartialThreads = 512;
+constexpr int kSumThreads = 1024;
+
+bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/* Sum over the block; every thread gets the same value. red: >= 32 doubles of shared memory. */
+__device__ __forceinline__ double block_sum(double v, double *red) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    double t = lane < nw ? red[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
+}
+
+/* Block b: elements [b * chunk, min(n, (b + 1) * chunk)), chunk a multiple of 4. */
+__global__ void __launch_bounds__(kPartialThreads)
+    sumsq_partials_kernel(double *partials, const float *x, long n, long chunk, int vec) {
+    __shared__ double red[32];
+    const long start = (long)blockIdx.x * chunk;
+    long end = start + chunk;
+    if (end > n) end = n;
+    double s = 0.0;
+    long done = start;
+    if (vec && end > start) {
+        const long groups = (end - start) / 4;
+        const float4 *x4 = reinterpret_cast<const float4 *>(x + start);
+        for (long g = threadIdx.x; g < groups; g += blockDim.x) {
+            const float4 v = x4[g];
+            s += (double)v.x * v.x;
+            s += (double)v.y * v.y;
+            s += (double)v.z * v.z;
+            s += (double)v.w * v.w;
+        }
+        done = start + groups * 4;
+    }
+    for (long i = done + threadIdx.x; i < end; i += blockDim.x) s += (double)x[i] * x[i];
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSumThreads) sum_kernel(double *out, const T *x, long n, int accumulate) {
+    __shared__ double red[32];
+    double s = 0.0;
+    for (long i = threadIdx.x; i < n; i += blockDim.x) s += (double)x[i];
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) *out = (accumulate ? *out : 0.0) + s;
+}
+
+} // namespace
+
+extern "C" void gpu_sumsq_partials(double *partials, const float *x, long n, cudaStream_t stream) {
+    if (n < 0) n = 0;
+    long chunk = (n + REDUCE_PARTIALS - 1) / REDUCE_PARTIALS;
+    chunk = (chunk + 3) / 4 * 4;
+    sumsq_partials_kernel<<<REDUCE_PARTIALS, kPartialThreads, 0, stream>>>(partials, x, n, chunk,
+                                                                           x != nullptr && aligned16(x));
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_sum_f64(double *out, const double *x, long n, int accumulate, cudaStream_t stream) {
+    sum_kernel<double><<<1, kSumThreads, 0, stream>>>(out, x, n < 0 ? 0 : n, accumulate);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_sum_f32(double *out, const float *x, long n, int accumulate, cudaStream_t stream) {
+    sum_kernel<float><<<1, kSumThreads, 0, stream>>>(out, x, n < 0 ? 0 : n, accumulate);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_sumsq(double *out, double *partials, const float *x, long n, int accumulate, cudaStream_t stream) {
+    gpu_sumsq_partials(partials, x, n, stream);
+    gpu_sum_f64(out, partials, REDUCE_PARTIALS, accumulate, stream);
+}

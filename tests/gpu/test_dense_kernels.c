@@ -1,0 +1,698 @@
+/*
+ * GPU tests of the dense kernels (kernels/{cast,embedding,rmsnorm,rope,swiglu,cross_entropy,adamw,
+ * reduce}.cu) against the CPU reference (src/cpu/ops.c, src/optim.c) on fresh random inputs.
+ * Every test: outputs poisoned with NaN before the launch (every element written), relative error
+ * ||gpu - cpu|| / ||cpu|| < 1e-5 on fp32 paths and < 1e-2 on bf16 paths (the CPU gets the same
+ * bf16-rounded inputs), a second identical launch compared bitwise, and odd shapes that exercise
+ * both the 16-byte vector path and the element-by-element path (misaligned pointers, odd widths).
+ * One suite per kernel file: run one with `build/mokc_tests gpu_rmsnorm` and the like.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/adamw.h"
+#include "../../kernels/cast.h"
+#include "../../kernels/cross_entropy.h"
+#include "../../kernels/embedding.h"
+#include "../../kernels/reduce.h"
+#include "../../kernels/rmsnorm.h"
+#include "../../kernels/rope.h"
+#include "../../kernels/swiglu.h"
+#include "cpu/ops.h"
+#include "gpu_test.h"
+#include "optim.h"
+
+#define F32_TOL 1e-5
+#define BF16_TOL 1e-2
+
+/* ---------- random inputs (splitmix64) and host helpers ---------- */
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t seed) { rng_state = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull; }
+
+static uint64_t rng_next(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi) */
+static float rnd(float lo, float hi) { return lo + (hi - lo) * (float)((double)(rng_next() >> 11) * 0x1.0p-53); }
+
+static int rnd_int(int n) { return (int)(rng_next() % (uint64_t)n); }
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu bytes)\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+static float *rand_f32(long n, float lo, float hi) {
+    float *x = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = rnd(lo, hi);
+    return x;
+}
+
+static float *copy_f32(const float *x, long n) {
+    float *y = xmalloc((size_t)n * sizeof(float));
+    memcpy(y, x, (size_t)n * sizeof(float));
+    return y;
+}
+
+/* Rounds x to bf16 values in place (so the CPU sees exactly what the GPU reads). */
+static void round_bf16(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = host_from_bf16(host_to_bf16(x[i]));
+}
+
+static bf16_t *to_bf16(const float *x, long n) {
+    bf16_t *b = xmalloc((size_t)n * sizeof(bf16_t));
+    for (long i = 0; i < n; i++) b[i] = host_to_bf16(x[i]);
+    return b;
+}
+
+static float *dl_f32(const float *dev, long n) {
+    float *h = xmalloc((size_t)n * sizeof(float));
+    gpu_download(h, dev, (size_t)n * sizeof(float));
+    return h;
+}
+
+static float *dl_bf16(const bf16_t *dev, long n) {
+    bf16_t *b = xmalloc((size_t)n * sizeof(bf16_t));
+    gpu_download(b, dev, (size_t)n * sizeof(bf16_t));
+    float *f = xmalloc((size_t)n * sizeof(float));
+    for (long i = 0; i < n; i++) f[i] = host_from_bf16(b[i]);
+    free(b);
+    return f;
+}
+
+static void *dl_raw(const void *dev, size_t bytes) {
+    void *h = xmalloc(bytes);
+    gpu_download(h, dev, bytes);
+    return h;
+}
+
+/* ||(a - a0) - (b - b0)|| / ||b - b0||: compares what two backwards ADDED to the same prefill. */
+static double rel_error_increment(const float *a, const float *b, const float *base, long n) {
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        double da = (double)a[i] - base[i], db = (double)b[i] - base[i];
+        num += (da - db) * (da - db);
+        den += db * db;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static long count_bit_mismatch_f32(const float *a, const float *b, long n) {
+    long c = 0;
+    for (long i = 0; i < n; i++) c += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return c;
+}
+
+static int bits_equal(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+/* A device copy of host data at an element offset of `shift` (0: 256-byte aligned; 1: misaligned,
+ * which forces the element-by-element path). Free with gpu_free_shifted. */
+static void *upload_shifted(const void *host, size_t bytes, size_t elem, int shift) {
+    char *d = NULL;
+    cudaCheck(cudaMalloc((void **)&d, bytes + elem * (size_t)shift + 1));
+    cudaCheck(cudaMemset(d, 0xff, bytes + elem * (size_t)shift + 1));
+    if (bytes) cudaCheck(cudaMemcpy(d + elem * (size_t)shift, host, bytes, cudaMemcpyHostToDevice));
+    return d + elem * (size_t)shift;
+}
+static void *poisoned_shifted(size_t bytes, size_t elem, int shift) {
+    char *d = NULL;
+    cudaCheck(cudaMalloc((void **)&d, bytes + elem * (size_t)shift + 1));
+    cudaCheck(cudaMemset(d, 0xff, bytes + elem * (size_t)shift + 1));
+    return d + elem * (size_t)shift;
+}
+static void gpu_free_shifted(void *p, size_t elem, int shift) { cudaCheck(cudaFree((char *)p - elem * (size_t)shift)); }
+
+/* ================================================================================================
+ * cast.h */
+static void test_cast_exact(void) {
+    if (!gpu_test_begin()) return;
+    const long sizes[] = {1, 7, 8, 257, 4099, (1 << 16) + 5};
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, 1e-40f, -3e-39f, 3.4e38f, 1.00390625f, 1.01171875f};
+    for (int si = 0; si < (int)(sizeof sizes / sizeof sizes[0]); si++)
+        for (int shift = 0; shift < 2; shift++) {
+            long n = sizes[si];
+            rng_seed(100 + si * 2 + shift);
+            float *x = rand_f32(n, -8, 8), *y = rand_f32(n, -8, 8);
+            for (long i = 0; i < n && i < (long)(sizeof specials / sizeof specials[0]); i++) x[i] = specials[i];
+            /* f32 -> bf16: round to nearest even, bit-exact with the host conversion */
+            float *dx = upload_shifted(x, (size_t)n * 4, 4, shift);
+            bf16_t *db = poisoned_shifted((size_t)n * 2, 2, shift);
+            gpu_cast_f32_to_bf16(db, dx, n, 0);
+            bf16_t *hb = dl_raw(db, (size_t)n * 2), *ref = to_bf16(x, n);
+            long bad = 0, first = -1;
+            for (long i = 0; i < n; i++)
+                if (hb[i] != ref[i]) bad++, first = first < 0 ? i : first;
+            CHECK_MSG(bad == 0, "cast_f32_to_bf16 n=%ld shift=%d: %ld mismatches, first at %ld: x=%.9g gpu=0x%04x cpu=0x%04x",
+                      n, shift, bad, first, first >= 0 ? x[first] : 0.0, first >= 0 ? (unsigned)hb[first] : 0u,
+                      first >= 0 ? (unsigned)ref[first] : 0u);
+            /* bf16 -> f32: exact */
+            float *df = poisoned_shifted((size_t)n * 4, 4, shift);
+            gpu_cast_bf16_to_f32(df, db, n, 0);
+            float *hf = dl_f32(df, n);
+            bad = 0;
+            for (long i = 0; i < n; i++) {
+                float want = host_from_bf16(ref[i]);
+                bad += memcmp(&hf[i], &want, 4) != 0;
+            }
+            CHECK_MSG(bad == 0, "cast_bf16_to_f32 n=%ld shift=%d: %ld elements differ from the exact widening", n, shift, bad);
+            /* y += x (fp32) and y += float(bf16): one rounding each, bit-exact */
+            float *dy = upload_shifted(y, (size_t)n * 4, 4, shift);
+            gpu_add_f32(dy, df, n, 0);
+            gpu_add_bf16_to_f32(dy, db, n, 0);
+            float *hy = dl_f32(dy, n);
+            bad = 0;
+            for (long i = 0; i < n; i++) {
+                float want = y[i] + hf[i];
+                want = want + host_from_bf16(ref[i]);
+                bad += memcmp(&hy[i], &want, 4) != 0 && !(isnan(hy[i]) && isnan(want));
+            }
+            CHECK_MSG(bad == 0, "add_f32 + add_bf16_to_f32 n=%ld shift=%d: %ld elements differ from y + x", n, shift, bad);
+            gpu_free_shifted(dx, 4, shift);
+            gpu_free_shifted(db, 2, shift);
+            gpu_free_shifted(df, 4, shift);
+            gpu_free_shifted(dy, 4, shift);
+            free(x), free(y), free(hb), free(ref), free(hf), free(hy);
+        }
+}
+
+static void test_cast_add_aliased(void) {
+    if (!gpu_test_begin()) return;
+    const long n = 1003;
+    rng_seed(7);
+    float *x = rand_f32(n, -1, 1);
+    float *d = gpu_upload(x, (size_t)n * 4);
+    gpu_add_f32(d, d, n, 0); /* y += y doubles y exactly */
+    float *h = dl_f32(d, n);
+    long bad = 0;
+    for (long i = 0; i < n; i++) bad += h[i] != 2 * x[i];
+    CHECK_MSG(bad == 0, "add_f32 with x == y: %ld of %ld elements are not doubled", bad, n);
+    cudaCheck(cudaFree(d));
+    free(x), free(h);
+}
+
+/* ================================================================================================
+ * embedding.h */
+static void test_embedding_buckets(void) {
+    /* Host-only: runs without a GPU. */
+    const int N = 301, V = 17;
+    rng_seed(11);
+    int *tok = xmalloc(N * sizeof(int)), *order = xmalloc(N * sizeof(int)), *bid = xmalloc(N * sizeof(int));
+    int *bstart = xmalloc((N + 1) * sizeof(int));
+    for (int n = 0; n < N; n++) tok[n] = rnd_int(V - 2); /* ids V-2, V-1 never occur */
+    int nb = embedding_buckets_build(tok, N, V, order, bstart, bid);
+    CHECK(nb > 0 && nb <= V - 2);
+    CHECK_EQ_INT(bstart[0], 0);
+    CHECK_EQ_INT(bstart[nb], N);
+    int *seen = calloc(N, sizeof(int));
+    for (int b = 0; b < nb; b++) {
+        CHECK_MSG(bstart[b] < bstart[b + 1], "bucket %d is empty", b);
+        if (b > 0) CHECK_MSG(bid[b] > bid[b - 1], "bucket ids not increasing at %d: %d after %d", b, bid[b], bid[b - 1]);
+        for (int p = bstart[b]; p < bstart[b + 1]; p++) {
+            CHECK_MSG(tok[order[p]] == bid[b], "order[%d] = %d has token %d, bucket id %d", p, order[p], tok[order[p]], bid[b]);
+            if (p > bstart[b]) CHECK_MSG(order[p] > order[p - 1], "bucket %d not stable at %d", b, p);
+            seen[order[p]]++;
+        }
+    }
+    for (int n = 0; n < N; n++) CHECK_MSG(seen[n] == 1, "position %d appears %d times in order", n, seen[n]);
+    CHECK_EQ_INT(embedding_buckets_build(tok, 0, V, order, bstart, bid), 0);
+    CHECK_EQ_INT(bstart[0], 0);
+    free(tok), free(order), free(bid), free(bstart), free(seen);
+}
+
+static void test_embedding_forward_backward(void) {
+    if (!gpu_test_begin()) return;
+    const struct { int N, C, V; } shapes[] = {{1, 8, 5}, {7, 96, 13}, {257, 2056, 1000}, {33, 6, 50}, {64, 13, 3}, {300, 64, 7}};
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        const int N = shapes[si].N, C = shapes[si].C, V = shapes[si].V;
+        const long nt = (long)V * C, no = (long)N * C;
+        rng_seed(200 + si);
+        int *tok = xmalloc(N * sizeof(int));
+        for (int n = 0; n < N; n++) tok[n] = rnd_int(V);
+        float *table = rand_f32(nt, -1, 1), *dout = rand_f32(no, -1, 1), *dtable0 = rand_f32(nt, -1, 1);
+        /* forward: a bitwise copy of the rows */
+        int *dtok = gpu_upload(tok, N * sizeof(int));
+        float *dtab = gpu_upload(table, (size_t)nt * 4), *dout_d = gpu_poisoned((size_t)no * 4);
+        gpu_embedding_forward(dout_d, dtok, dtab, N, C, 0);
+        float *out = dl_f32(dout_d, no), *ref = xmalloc((size_t)no * 4);
+        embedding_forward(ref, tok, table, N, C);
+        CHECK_MSG(count_nan(out, no) == 0, "embedding_forward N=%d C=%d: %ld elements unwritten (NaN)", N, C, count_nan(out, no));
+        CHECK_MSG(bits_equal(out, ref, (size_t)no * 4), "embedding_forward N=%d C=%d: not a bitwise copy (%ld differ)", N, C,
+                  count_bit_mismatch_f32(out, ref, no));
+        /* backward: accumulate into a prefilled dtable, compare with the CPU's token-order sums */
+        int *order = xmalloc(N * sizeof(int)), *bid = xmalloc(N * sizeof(int)), *bstart = xmalloc((N + 1) * sizeof(int));
+        int nb = embedding_buckets_build(tok, N, V, order, bstart, bid);
+        int *d_order = gpu_upload(order, N * sizeof(int)), *d_bid = gpu_upload(bid, nb * sizeof(int));
+        int *d_bstart = gpu_upload(bstart, (nb + 1) * sizeof(int));
+        float *d_g = gpu_upload(dout, (size_t)no * 4), *d_dt = gpu_upload(dtable0, (size_t)nt * 4);
+        gpu_embedding_backward(d_dt, d_g, d_order, d_bstart, d_bid, nb, C, 0);
+        float *got = dl_f32(d_dt, nt), *want = copy_f32(dtable0, nt);
+        embedding_backward(want, dout, tok, N, C, V);
+        double err = rel_error_increment(got, want, dtable0, nt);
+        CHECK_MSG(err < F32_TOL, "embedding_backward N=%d C=%d V=%d: rel error %.3g of the increment", N, C, V, err);
+        CHECK_MSG(bits_equal(got, want, (size_t)nt * 4),
+                  "embedding_backward N=%d C=%d V=%d: %ld elements not bitwise equal to the CPU (documented as equal)", N, C,
+                  V, count_bit_mismatch_f32(got, want, nt));
+        /* run twice: bitwise */
+        cudaCheck(cudaMemcpy(d_dt, dtable0, (size_t)nt * 4, cudaMemcpyHostToDevice));
+        gpu_embedding_backward(d_dt, d_g, d_order, d_bstart, d_bid, nb, C, 0);
+        float *got2 = dl_f32(d_dt, nt);
+        CHECK_MSG(bits_equal(got, got2, (size_t)nt * 4), "embedding_backward N=%d C=%d: second run differs", N, C);
+        cudaFree(dtok), cudaFree(dtab), cudaFree(dout_d), cudaFree(d_order), cudaFree(d_bid), cudaFree(d_bstart);
+        cudaFree(d_g), cudaFree(d_dt);
+        free(tok), free(table), free(dout), free(dtable0), free(out), free(ref), free(order), free(bid), free(bstart);
+        free(got), free(want), free(got2);
+    }
+}
+
+/* ================================================================================================
+ * rmsnorm.h */
+static void test_rmsnorm_forward(void) {
+    if (!gpu_test_begin()) return;
+    const int Ns[] = {1, 7, 257};
+    const int Cs[] = {8, 96, 2056, 6, 13};
+    const float eps = 1e-5f;
+    for (int ni = 0; ni < 3; ni++)
+        for (int ci = 0; ci < 5; ci++) {
+            const int N = Ns[ni], C = Cs[ci];
+            const long n = (long)N * C;
+            rng_seed(300 + ni * 10 + ci);
+            float *x = rand_f32(n, -2, 2), *w = rand_f32(C, 0.5f, 1.5f);
+            float *ref = xmalloc((size_t)n * 4), *rref = xmalloc((size_t)N * 4);
+            rmsnorm_forward(ref, rref, x, w, N, C, eps);
+            float *dx = gpu_upload(x, (size_t)n * 4), *dw = gpu_upload(w, (size_t)C * 4);
+            bf16_t *dout = gpu_poisoned((size_t)n * 2);
+            float *dout32 = gpu_poisoned((size_t)n * 4), *drstd = gpu_poisoned((size_t)N * 4);
+            gpu_rmsnorm_forward(dout, dout32, drstd, dx, dw, N, C, eps, 0);
+            float *out = dl_bf16(dout, n), *out32 = dl_f32(dout32, n), *rstd = dl_f32(drstd, N);
+            CHECK_MSG(count_nan(out, n) + count_nan(out32, n) + count_nan(rstd, N) == 0,
+                      "rmsnorm_forward N=%d C=%d: unwritten outputs (NaN: bf16 %ld, f32 %ld, rstd %ld)", N, C,
+                      count_nan(out, n), count_nan(out32, n), count_nan(rstd, N));
+            double e_bf = rel_error_f(out, ref, n), e_32 = rel_error_f(out32, ref, n), e_r = rel_error_f(rstd, rref, N);
+            CHECK_MSG(e_bf < BF16_TOL, "rmsnorm_forward N=%d C=%d: bf16 out rel error %.3g", N, C, e_bf);
+            CHECK_MSG(e_32 < F32_TOL, "rmsnorm_forward N=%d C=%d: f32 out rel error %.3g", N, C, e_32);
+            CHECK_MSG(e_r < F32_TOL, "rmsnorm_forward N=%d C=%d: rstd rel error %.3g", N, C, e_r);
+            /* bf16-only output (out_f32 NULL) gives the same bf16 bits; and a second run is bitwise */
+            bf16_t *dout2 = gpu_poisoned((size_t)n * 2);
+            float *drstd2 = gpu_poisoned((size_t)N * 4);
+            gpu_rmsnorm_forward(dout2, NULL, drstd2, dx, dw, N, C, eps, 0);
+            void *a = dl_raw(dout, (size_t)n * 2), *b = dl_raw(dout2, (size_t)n * 2);
+            float *rstd2 = dl_f32(drstd2, N);
+            CHECK_MSG(bits_equal(a, b, (size_t)n * 2) && bits_equal(rstd, rstd2, (size_t)N * 4),
+                      "rmsnorm_forward N=%d C=%d: second run (out_f32 = NULL) differs", N, C);
+            cudaFree(dx), cudaFree(dw), cudaFree(dout), cudaFree(dout32), cudaFree(drstd), cudaFree(dout2), cudaFree(drstd2);
+            free(x), free(w), free(ref), free(rref), free(out), free(out32), free(rstd), free(a), free(b), free(rstd2);
+        }
+}
+
+static void test_rmsnorm_backward(void) {
+    if (!gpu_test_begin()) return;
+    /* N = 1100 gives 3 rows per block; C = 16384 needs 64 KiB of shared memory (the opt-in path). */
+    const struct { int N, C; } shapes[] = {{1, 8},    {7, 96},  {257, 2056}, {7, 6},   {257, 13},
+                                           {1100, 64}, {5, 16384}, {513, 96}, {1, 2056}};
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        const int N = shapes[si].N, C = shapes[si].C;
+        const long n = (long)N * C;
+        rng_seed(400 + si);
+        float *x = rand_f32(n, -2, 2), *w = rand_f32(C, 0.5f, 1.5f), *g = rand_f32(n, -1, 1);
+        float *dx0 = rand_f32(n, -1, 1), *dw0 = rand_f32(C, -1, 1);
+        float *tmp = xmalloc((size_t)n * 4), *rstd = xmalloc((size_t)N * 4);
+        rmsnorm_forward(tmp, rstd, x, w, N, C, 1e-6f);
+        float *dx_ref = copy_f32(dx0, n), *dw_ref = copy_f32(dw0, C);
+        rmsnorm_backward(dx_ref, dw_ref, g, x, w, rstd, N, C);
+
+        long sfloats = gpu_rmsnorm_backward_scratch_floats(N, C);
+        CHECK_MSG(sfloats > 0 && sfloats <= (long)RMSNORM_BWD_MAX_BLOCKS * C, "scratch floats %ld for N=%d C=%d", sfloats, N, C);
+        float *d_x = gpu_upload(x, (size_t)n * 4), *d_w = gpu_upload(w, (size_t)C * 4), *d_g = gpu_upload(g, (size_t)n * 4);
+        float *d_r = gpu_upload(rstd, (size_t)N * 4), *d_dx = gpu_upload(dx0, (size_t)n * 4), *d_dw = gpu_upload(dw0, (size_t)C * 4);
+        float *d_s = gpu_poisoned((size_t)sfloats * 4);
+        gpu_rmsnorm_backward(d_dx, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
+        float *dx = dl_f32(d_dx, n), *dw = dl_f32(d_dw, C);
+        CHECK_MSG(count_nan(dx, n) + count_nan(dw, C) == 0, "rmsnorm_backward N=%d C=%d: NaN in dx (%ld) or dweight (%ld)", N,
+                  C, count_nan(dx, n), count_nan(dw, C));
+        double e_dx = rel_error_increment(dx, dx_ref, dx0, n), e_dw = rel_error_increment(dw, dw_ref, dw0, C);
+        CHECK_MSG(e_dx < F32_TOL, "rmsnorm_backward N=%d C=%d: dx increment rel error %.3g", N, C, e_dx);
+        CHECK_MSG(e_dw < F32_TOL, "rmsnorm_backward N=%d C=%d: dweight increment rel error %.3g", N, C, e_dw);
+        /* second run from the same prefill (scratch left dirty): bitwise */
+        cudaCheck(cudaMemcpy(d_dx, dx0, (size_t)n * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_dw, dw0, (size_t)C * 4, cudaMemcpyHostToDevice));
+        gpu_rmsnorm_backward(d_dx, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
+        float *dx2 = dl_f32(d_dx, n), *dw2 = dl_f32(d_dw, C);
+        CHECK_MSG(bits_equal(dx, dx2, (size_t)n * 4) && bits_equal(dw, dw2, (size_t)C * 4),
+                  "rmsnorm_backward N=%d C=%d: second run differs (dx %ld, dweight %ld elements)", N, C,
+                  count_bit_mismatch_f32(dx, dx2, n), count_bit_mismatch_f32(dw, dw2, C));
+        cudaFree(d_x), cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_dx), cudaFree(d_dw), cudaFree(d_s);
+        free(x), free(w), free(g), free(dx0), free(dw0), free(tmp), free(rstd), free(dx_ref), free(dw_ref);
+        free(dx), free(dw), free(dx2), free(dw2);
+    }
+}
+
+/* ================================================================================================
+ * rope.h */
+static void test_rope(void) {
+    if (!gpu_test_begin()) return;
+    /* D/2 % 8 == 0 takes the 16-byte path (D = 16, 64, 128); the others go element by element. */
+    const struct { int B, T, H, D; float theta; } shapes[] = {
+        {1, 1, 1, 2, 10000.0f},  {2, 7, 3, 6, 10000.0f},   {1, 33, 4, 64, 10000.0f}, {2, 17, 2, 128, 1e6f},
+        {1, 5, 3, 16, 500.0f},   {3, 9, 1, 10, 10000.0f},  {1, 4096, 1, 128, 1e6f},
+    };
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        const int B = shapes[si].B, T = shapes[si].T, H = shapes[si].H, D = shapes[si].D;
+        const float theta = shapes[si].theta;
+        const long n = (long)B * T * H * D;
+        rng_seed(500 + si);
+        float *x = rand_f32(n, -1, 1);
+        round_bf16(x, n);
+        bf16_t *xb = to_bf16(x, n);
+        /* the table: built for T + 3 rows (a longer table serves a shorter sequence) */
+        const int Tt = T + 3;
+        float *d_tab = gpu_poisoned((size_t)gpu_rope_table_floats(Tt, D) * 4);
+        gpu_rope_table_init(d_tab, Tt, D, theta, 0);
+        float *tab = dl_f32(d_tab, gpu_rope_table_floats(Tt, D));
+        double terr = 0;
+        for (int t = 0; t < Tt; t++)
+            for (int i = 0; i < D / 2; i++) {
+                double angle = t * pow((double)theta, -2.0 * i / D);
+                terr = fmax(terr, fabs(tab[(long)t * D + i] - (float)cos(angle)));
+                terr = fmax(terr, fabs(tab[(long)t * D + D / 2 + i] - (float)sin(angle)));
+            }
+        CHECK_MSG(terr <= 1.2e-7, "rope table T=%d D=%d theta=%g: max |table - (float)cos/sin(angle)| = %.3g", Tt, D, theta, terr);
+        for (int inverse = 0; inverse < 2; inverse++) {
+            float *ref = copy_f32(x, n);
+            rope_apply(ref, B, T, H, D, theta, inverse);
+            bf16_t *d_x = gpu_upload(xb, (size_t)n * 2);
+            gpu_rope(d_x, d_tab, B, T, H, D, inverse, 0);
+            float *got = dl_bf16(d_x, n);
+            double err = rel_error_f(got, ref, n);
+            CHECK_MSG(count_nan(got, n) == 0, "rope B=%d T=%d H=%d D=%d inverse=%d: NaN in output", B, T, H, D, inverse);
+            CHECK_MSG(err < BF16_TOL, "rope B=%d T=%d H=%d D=%d theta=%g inverse=%d: rel error %.3g", B, T, H, D, theta, inverse, err);
+            /* bitwise second run */
+            bf16_t *d_x2 = gpu_upload(xb, (size_t)n * 2);
+            gpu_rope(d_x2, d_tab, B, T, H, D, inverse, 0);
+            void *a = dl_raw(d_x, (size_t)n * 2), *b = dl_raw(d_x2, (size_t)n * 2);
+            CHECK_MSG(bits_equal(a, b, (size_t)n * 2), "rope B=%d T=%d H=%d D=%d inverse=%d: second run differs", B, T, H, D, inverse);
+            /* forward then inverse returns the input (up to bf16 rounding) */
+            if (inverse == 0) {
+                gpu_rope(d_x2, d_tab, B, T, H, D, 1, 0);
+                float *back = dl_bf16(d_x2, n);
+                double eb = rel_error_f(back, x, n);
+                CHECK_MSG(eb < BF16_TOL, "rope B=%d T=%d H=%d D=%d: inverse(forward(x)) vs x rel error %.3g", B, T, H, D, eb);
+                free(back);
+            }
+            cudaFree(d_x), cudaFree(d_x2);
+            free(ref), free(got), free(a), free(b);
+        }
+        /* misaligned x: the element-by-element path gives the same bits as the vector path */
+        if ((D / 2) % 8 == 0) {
+            bf16_t *d_a = gpu_upload(xb, (size_t)n * 2), *d_m = upload_shifted(xb, (size_t)n * 2, 2, 1);
+            gpu_rope(d_a, d_tab, B, T, H, D, 0, 0);
+            gpu_rope(d_m, d_tab, B, T, H, D, 0, 0);
+            void *a = dl_raw(d_a, (size_t)n * 2), *b = dl_raw(d_m, (size_t)n * 2);
+            CHECK_MSG(bits_equal(a, b, (size_t)n * 2), "rope B=%d T=%d H=%d D=%d: vector and scalar paths differ", B, T, H, D);
+            cudaFree(d_a);
+            gpu_free_shifted(d_m, 2, 1);
+            free(a), free(b);
+        }
+        cudaFree(d_tab);
+        free(x), free(xb), free(tab);
+    }
+}
+
+/* ================================================================================================
+ * swiglu.h */
+static void test_swiglu(void) {
+    if (!gpu_test_begin()) return;
+    const long sizes[] = {1, 7, 8, 257, 4099, 100000};
+    for (int si = 0; si < (int)(sizeof sizes / sizeof sizes[0]); si++)
+        for (int shift = 0; shift < 2; shift++) {
+            const long n = sizes[si];
+            rng_seed(600 + si * 2 + shift);
+            float *g = rand_f32(n, -6, 6), *u = rand_f32(n, -2, 2), *dh = rand_f32(n, -1, 1);
+            round_bf16(g, n);
+            round_bf16(u, n);
+            bf16_t *gb = to_bf16(g, n), *ub = to_bf16(u, n);
+            float *h_ref = xmalloc((size_t)n * 4), *dg_ref = calloc(n, 4), *du_ref = calloc(n, 4);
+            swiglu_forward(h_ref, g, u, n);
+            swiglu_backward(dg_ref, du_ref, dh, g, u, n); /* the CPU adds: zero-filled */
+            bf16_t *d_g = upload_shifted(gb, (size_t)n * 2, 2, shift), *d_u = upload_shifted(ub, (size_t)n * 2, 2, shift);
+            float *d_dh = upload_shifted(dh, (size_t)n * 4, 4, shift);
+            bf16_t *d_h = poisoned_shifted((size_t)n * 2, 2, shift), *d_dg = poisoned_shifted((size_t)n * 2, 2, shift);
+            bf16_t *d_du = poisoned_shifted((size_t)n * 2, 2, shift);
+            gpu_swiglu_forward(d_h, d_g, d_u, n, 0);
+            gpu_swiglu_backward(d_dg, d_du, d_dh, d_g, d_u, n, 0);
+            float *h = dl_bf16(d_h, n), *dg = dl_bf16(d_dg, n), *du = dl_bf16(d_du, n);
+            CHECK_MSG(count_nan(h, n) + count_nan(dg, n) + count_nan(du, n) == 0,
+                      "swiglu n=%ld shift=%d: unwritten outputs (NaN: h %ld, dgate %ld, dup %ld)", n, shift, count_nan(h, n),
+                      count_nan(dg, n), count_nan(du, n));
+            double eh = rel_error_f(h, h_ref, n), eg = rel_error_f(dg, dg_ref, n), eu = rel_error_f(du, du_ref, n);
+            CHECK_MSG(eh < BF16_TOL, "swiglu_forward n=%ld shift=%d: rel error %.3g", n, shift, eh);
+            CHECK_MSG(eg < BF16_TOL, "swiglu_backward n=%ld shift=%d: dgate rel error %.3g", n, shift, eg);
+            CHECK_MSG(eu < BF16_TOL, "swiglu_backward n=%ld shift=%d: dup rel error %.3g", n, shift, eu);
+            /* second run, and the documented in-place forms (h over gate; dgate over gate, dup over up) */
+            bf16_t *d_h2 = poisoned_shifted((size_t)n * 2, 2, shift);
+            gpu_swiglu_forward(d_h2, d_g, d_u, n, 0);
+            void *a = dl_raw(d_h, (size_t)n * 2), *b = dl_raw(d_h2, (size_t)n * 2);
+            CHECK_MSG(bits_equal(a, b, (size_t)n * 2), "swiglu_forward n=%ld shift=%d: second run differs", n, shift);
+            void *dga = dl_raw(d_dg, (size_t)n * 2), *dua = dl_raw(d_du, (size_t)n * 2);
+            gpu_swiglu_backward(d_g, d_u, d_dh, d_g, d_u, n, 0);
+            void *dgb = dl_raw(d_g, (size_t)n * 2), *dub = dl_raw(d_u, (size_t)n * 2);
+            CHECK_MSG(bits_equal(dga, dgb, (size_t)n * 2) && bits_equal(dua, dub, (size_t)n * 2),
+                      "swiglu_backward n=%ld shift=%d: in place (dgate = gate, dup = up) differs from out of place", n, shift);
+            cudaCheck(cudaMemcpy(d_g, gb, (size_t)n * 2, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(d_u, ub, (size_t)n * 2, cudaMemcpyHostToDevice));
+            gpu_swiglu_forward(d_g, d_g, d_u, n, 0);
+            void *hin = dl_raw(d_g, (size_t)n * 2);
+            CHECK_MSG(bits_equal(a, hin, (size_t)n * 2), "swiglu_forward n=%ld shift=%d: in place (h = gate) differs", n, shift);
+            gpu_free_shifted(d_g, 2, shift), gpu_free_shifted(d_u, 2, shift), gpu_free_shifted(d_dh, 4, shift);
+            gpu_free_shifted(d_h, 2, shift), gpu_free_shifted(d_dg, 2, shift), gpu_free_shifted(d_du, 2, shift);
+            gpu_free_shifted(d_h2, 2, shift);
+            free(g), free(u), free(dh), free(gb), free(ub), free(h_ref), free(dg_ref), free(du_ref);
+            free(h), free(dg), free(du), free(a), free(b), free(dga), free(dua), free(dgb), free(dub), free(hin);
+        }
+}
+
+/* ================================================================================================
+ * cross_entropy.h (+ gpu_sum_f32 for the mean) */
+static void test_cross_entropy(void) {
+    if (!gpu_test_begin()) return;
+    const struct { int rows, V, shift; } shapes[] = {{1, 256, 0},   {7, 256, 0},    {5, 50257, 0}, {3, 151936, 0},
+                                                     {33, 1000, 0}, {4, 7, 0},      {6, 256, 1},   {2, 20000, 1}};
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        const int rows = shapes[si].rows, V = shapes[si].V, shift = shapes[si].shift;
+        const long n = (long)rows * V;
+        rng_seed(700 + si);
+        float *logits = rand_f32(n, -4, 4);
+        int *tgt = xmalloc(rows * sizeof(int));
+        for (int r = 0; r < rows; r++) {
+            tgt[r] = rnd_int(V);
+            const float offset = r % 3 == 1 ? 40.0f : (r % 3 == 2 ? -25.0f : 0.0f); /* stability: shifted rows */
+            for (int j = 0; j < V; j++) logits[(long)r * V + j] += offset;
+            if (r % 2 == 0) logits[(long)r * V + tgt[r]] += 6.0f; /* a confident row */
+        }
+        const float dloss = 0.75f;
+        float *dl_ref = xmalloc((size_t)n * 4), *loss_ref = xmalloc((size_t)rows * 4);
+        double mean_ref = cross_entropy(dl_ref, loss_ref, logits, tgt, rows, V, dloss);
+        float *d_lg = upload_shifted(logits, (size_t)n * 4, 4, shift);
+        int *d_t = gpu_upload(tgt, rows * sizeof(int));
+        float *d_loss = gpu_poisoned((size_t)rows * 4);
+        bf16_t *d_dl = poisoned_shifted((size_t)n * 2, 2, shift);
+        gpu_cross_entropy(d_loss, d_dl, d_lg, d_t, rows, V, dloss / rows, 0);
+        float *loss = dl_f32(d_loss, rows), *dlg = dl_bf16(d_dl, n);
+        CHECK_MSG(count_nan(loss, rows) + count_nan(dlg, n) == 0, "cross_entropy rows=%d V=%d: NaN in losses (%ld) or dlogits (%ld)",
+                  rows, V, count_nan(loss, rows), count_nan(dlg, n));
+        double el = rel_error_f(loss, loss_ref, rows), ed = rel_error_f(dlg, dl_ref, n);
+        CHECK_MSG(el < F32_TOL, "cross_entropy rows=%d V=%d shift=%d: losses rel error %.3g (row 0: gpu %.9g cpu %.9g)", rows, V,
+                  shift, el, loss[0], loss_ref[0]);
+        CHECK_MSG(ed < BF16_TOL, "cross_entropy rows=%d V=%d shift=%d: dlogits rel error %.3g", rows, V, shift, ed);
+        /* the mean through the deterministic device sum */
+        double *d_sum = gpu_poisoned(sizeof(double)), mean;
+        gpu_sum_f32(d_sum, d_loss, rows, 0, 0);
+        gpu_download(&mean, d_sum, sizeof(double));
+        mean /= rows;
+        CHECK_MSG(fabs(mean - mean_ref) <= F32_TOL * fabs(mean_ref), "cross_entropy rows=%d V=%d: mean %.9g vs cpu %.9g", rows, V,
+                  mean, mean_ref);
+        /* forward only (dlogits NULL): same losses; second run bitwise */
+        float *d_loss2 = gpu_poisoned((size_t)rows * 4);
+        gpu_cross_entropy(d_loss2, NULL, d_lg, d_t, rows, V, dloss / rows, 0);
+        bf16_t *d_dl2 = poisoned_shifted((size_t)n * 2, 2, shift);
+        float *d_loss3 = gpu_poisoned((size_t)rows * 4);
+        gpu_cross_entropy(d_loss3, d_dl2, d_lg, d_t, rows, V, dloss / rows, 0);
+        float *loss2 = dl_f32(d_loss2, rows), *loss3 = dl_f32(d_loss3, rows);
+        void *a = dl_raw(d_dl, (size_t)n * 2), *b = dl_raw(d_dl2, (size_t)n * 2);
+        CHECK_MSG(bits_equal(loss, loss2, (size_t)rows * 4), "cross_entropy rows=%d V=%d: losses without dlogits differ", rows, V);
+        CHECK_MSG(bits_equal(loss, loss3, (size_t)rows * 4) && bits_equal(a, b, (size_t)n * 2),
+                  "cross_entropy rows=%d V=%d: second run differs", rows, V);
+        gpu_free_shifted(d_lg, 4, shift), gpu_free_shifted(d_dl, 2, shift), gpu_free_shifted(d_dl2, 2, shift);
+        cudaFree(d_t), cudaFree(d_loss), cudaFree(d_sum), cudaFree(d_loss2), cudaFree(d_loss3);
+        free(logits), free(tgt), free(dl_ref), free(loss_ref), free(loss), free(dlg), free(loss2), free(loss3), free(a), free(b);
+    }
+}
+
+/* ================================================================================================
+ * adamw.h */
+static void test_adamw(void) {
+    if (!gpu_test_begin()) return;
+    /* Three tensors: aligned (vector path + tail), offset 1004 (aligned, tail of 1), offset 1041
+     * (misaligned: element path). Gaps between them are not parameters of the table. */
+    ParamInfo items[3];
+    memset(items, 0, sizeof items);
+    items[0].offset = 0, items[0].numel = 1001, items[0].decay = true;
+    items[1].offset = 1004, items[1].numel = 37, items[1].decay = false;
+    items[2].offset = 1041, items[2].numel = 4096, items[2].decay = true;
+    ParamTable pt;
+    memset(&pt, 0, sizeof pt);
+    pt.items = items, pt.count = 3, pt.total = 1041 + 4096;
+    TrainConfig tc;
+    memset(&tc, 0, sizeof tc);
+    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
+    const long n = (long)pt.total;
+    rng_seed(800);
+    float *w0 = rand_f32(n, -1, 1), *m0 = rand_f32(n, -1e-2f, 1e-2f), *v0 = rand_f32(n, 0, 1e-4f);
+    float *w = copy_f32(w0, n), *m = copy_f32(m0, n), *v = copy_f32(v0, n);
+    float *d_w = gpu_upload(w0, (size_t)n * 4), *d_m = gpu_upload(m0, (size_t)n * 4), *d_v = gpu_upload(v0, (size_t)n * 4);
+    bf16_t *d_b = gpu_poisoned((size_t)n * 2);
+    float *d_g = gpu_poisoned((size_t)n * 4);
+    float *grads[3];
+    const double lrs[3] = {3e-4, 1e-3, 2.5e-4}, gss[3] = {1.0, 0.7, 0.31};
+    for (int step = 0; step < 3; step++) {
+        grads[step] = rand_f32(n, -1, 1);
+        cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
+        adamw_step(w, grads[step], m, v, &pt, &tc, lrs[step], gss[step], step + 1);
+        for (int i = 0; i < pt.count; i++) {
+            size_t o = items[i].offset;
+            gpu_adamw(d_w + o, d_b + o, d_g + o, d_m + o, d_v + o, (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
+        }
+    }
+    float *gw = dl_f32(d_w, n), *gm = dl_f32(d_m, n), *gv = dl_f32(d_v, n);
+    bf16_t *gb = dl_raw(d_b, (size_t)n * 2);
+    double ew = rel_error_f(gw, w, n), em = rel_error_f(gm, m, n), ev = rel_error_f(gv, v, n);
+    CHECK_MSG(ew < 1e-6, "adamw: params rel error %.3g (%ld of %ld not bitwise equal to adamw_step)", ew,
+              count_bit_mismatch_f32(gw, w, n), n);
+    CHECK_MSG(em < 1e-6, "adamw: m rel error %.3g (%ld not bitwise equal)", em, count_bit_mismatch_f32(gm, m, n));
+    CHECK_MSG(ev < 1e-6, "adamw: v rel error %.3g (%ld not bitwise equal)", ev, count_bit_mismatch_f32(gv, v, n));
+    long bad_bf = 0, gap_touched = 0;
+    for (long j = 0; j < n; j++) {
+        int in = 0;
+        for (int i = 0; i < pt.count; i++) in |= (size_t)j >= items[i].offset && (size_t)j < items[i].offset + items[i].numel;
+        if (in)
+            bad_bf += gb[j] != host_to_bf16(gw[j]);
+        else
+            gap_touched += gb[j] != 0xffff || gw[j] != w0[j];
+    }
+    CHECK_MSG(bad_bf == 0, "adamw: %ld bf16 copies differ from bf16(params)", bad_bf);
+    CHECK_MSG(gap_touched == 0, "adamw: %ld elements outside the launched ranges were written", gap_touched);
+    /* second run from the same state: bitwise */
+    cudaCheck(cudaMemcpy(d_w, w0, (size_t)n * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_m, m0, (size_t)n * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_v, v0, (size_t)n * 4, cudaMemcpyHostToDevice));
+    for (int step = 0; step < 3; step++) {
+        cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
+        for (int i = 0; i < pt.count; i++) {
+            size_t o = items[i].offset;
+            gpu_adamw(d_w + o, NULL, d_g + o, d_m + o, d_v + o, (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
+        }
+    }
+    float *gw2 = dl_f32(d_w, n), *gm2 = dl_f32(d_m, n), *gv2 = dl_f32(d_v, n);
+    CHECK_MSG(bits_equal(gw, gw2, (size_t)n * 4) && bits_equal(gm, gm2, (size_t)n * 4) && bits_equal(gv, gv2, (size_t)n * 4),
+              "adamw: second run differs (params %ld, m %ld, v %ld)", count_bit_mismatch_f32(gw, gw2, n),
+              count_bit_mismatch_f32(gm, gm2, n), count_bit_mismatch_f32(gv, gv2, n));
+    cudaFree(d_w), cudaFree(d_m), cudaFree(d_v), cudaFree(d_b), cudaFree(d_g);
+    for (int s = 0; s < 3; s++) free(grads[s]);
+    free(w0), free(m0), free(v0), free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gb), free(gw2), free(gm2), free(gv2);
+}
+
+/* ================================================================================================
+ * reduce.h */
+static void test_reduce_sumsq(void) {
+    if (!gpu_test_begin()) return;
+    const long sizes[] = {0, 1, 7, 257, 100003, (1L << 22) + 3};
+    for (int si = 0; si < (int)(sizeof sizes / sizeof sizes[0]); si++)
+        for (int shift = 0; shift < 2; shift++) {
+            const long n = sizes[si];
+            rng_seed(900 + si * 2 + shift);
+            float *x = rand_f32(n, -3, 3);
+            double ref = sum_of_squares(x, (size_t)n);
+            float *d_x = upload_shifted(x, (size_t)n * 4, 4, shift);
+            double *d_p = gpu_poisoned(REDUCE_PARTIALS * sizeof(double)), *d_out = gpu_poisoned(sizeof(double));
+            gpu_sumsq(d_out, d_p, n ? d_x : NULL, n, 0, 0);
+            double got, *parts = dl_raw(d_p, REDUCE_PARTIALS * sizeof(double));
+            gpu_download(&got, d_out, sizeof(double));
+            long nan_parts = 0;
+            for (int b = 0; b < REDUCE_PARTIALS; b++) nan_parts += isnan(parts[b]) != 0;
+            CHECK_MSG(nan_parts == 0, "sumsq n=%ld: %ld of %d partials unwritten", n, nan_parts, REDUCE_PARTIALS);
+            CHECK_MSG(fabs(got - ref) <= 1e-12 * fabs(ref), "sumsq n=%ld shift=%d: gpu %.17g cpu %.17g (rel %.3g)", n, shift, got, ref,
+                      ref != 0 ? fabs(got - ref) / fabs(ref) : fabs(got));
+            /* accumulate onto the previous value, and a bitwise second run */
+            gpu_sumsq(d_out, d_p, n ? d_x : NULL, n, 1, 0);
+            double twice;
+            gpu_download(&twice, d_out, sizeof(double));
+            CHECK_MSG(twice == got + got, "sumsq n=%ld: accumulate gave %.17g, want %.17g", n, twice, got + got);
+            gpu_sumsq(d_out, d_p, n ? d_x : NULL, n, 0, 0);
+            double again;
+            gpu_download(&again, d_out, sizeof(double));
+            CHECK_MSG(memcmp(&again, &got, sizeof(double)) == 0, "sumsq n=%ld: second run %.17g vs %.17g", n, again, got);
+            gpu_free_shifted(d_x, 4, shift);
+            cudaFree(d_p), cudaFree(d_out);
+            free(x), free(parts);
+        }
+}
+
+static void test_reduce_ranges_and_sum(void) {
+    if (!gpu_test_begin()) return;
+    /* Grad-norm over several ranges: partials side by side, one final sum. */
+    const long na = 5000, nb = 77777, nc = 3;
+    rng_seed(950);
+    float *a = rand_f32(na, -1, 1), *b = rand_f32(nb, -0.01f, 0.01f), *c = rand_f32(nc, -100, 100);
+    double ref = sum_of_squares(a, na) + sum_of_squares(b, nb) + sum_of_squares(c, nc);
+    float *d_a = gpu_upload(a, na * 4), *d_b = gpu_upload(b, nb * 4), *d_c = gpu_upload(c, nc * 4);
+    double *d_p = gpu_poisoned(3 * REDUCE_PARTIALS * sizeof(double)), *d_out = gpu_poisoned(sizeof(double));
+    gpu_sumsq_partials(d_p, d_a, na, 0);
+    gpu_sumsq_partials(d_p + REDUCE_PARTIALS, d_b, nb, 0);
+    gpu_sumsq_partials(d_p + 2 * REDUCE_PARTIALS, d_c, nc, 0);
+    gpu_sum_f64(d_out, d_p, 3 * REDUCE_PARTIALS, 0, 0);
+    double got;
+    gpu_download(&got, d_out, sizeof(double));
+    CHECK_MSG(fabs(got - ref) <= 1e-12 * ref, "sumsq over 3 ranges: gpu %.17g cpu %.17g", got, ref);
+    /* gpu_sum_f32 against a double sum, several sizes */
+    const long sizes[] = {0, 1, 7, 1023, 1025, 300001};
+    for (int si = 0; si < (int)(sizeof sizes / sizeof sizes[0]); si++) {
+        const long n = sizes[si];
+        float *x = rand_f32(n, -1, 3);
+        double want = 0;
+        for (long i = 0; i < n; i++) want += x[i];
+        float *d_x = gpu_upload(x, (size_t)n * 4);
+        double *d_s = gpu_poisoned(sizeof(double)), s1, s2;
+        gpu_sum_f32(d_s, d_x, n, 0, 0);
+        gpu_download(&s1, d_s, sizeof(double));
+        gpu_sum_f32(d_s, d_x, n, 0, 0);
+        gpu_download(&s2, d_s, sizeof(double));
+        CHECK_MSG(fabs(s1 - want) <= 1e-12 * fmax(1.0, fabs(want)), "sum_f32 n=%ld: gpu %.17g cpu %.17g", n, s1, want);
+        CHECK_MSG(memcmp(&s1, &s2, sizeof(double)) == 0, "sum_f32 n=%ld: second run differs", n);
+        cudaFree(d_x), cudaFree(d_s);
+        free(x);
+    }
+    cudaFree(d_a), cudaFree(d_b), cudaFree(d_c), cudaFree(d_p), cudaFree(d_out);
+    free(a), free(b), free(c);
+}
+
+TEST_SUITE(gpu_cast, TEST_CASE(test_cast_exact), TEST_CASE(test_cast_add_aliased));
+TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_forward_backward));
+TEST_SUITE(gpu_rmsnorm, TEST_CASE(test_rmsnorm_forward), TEST_CASE(test_rmsnorm_backward));
+TEST_SUITE(gpu_rope, TEST_CASE(test_rope));
+TEST_SUITE(gpu_swiglu, TEST_CASE(test_swiglu));
+TEST_SUITE(gpu_cross_entropy, TEST_CASE(test_cross_entropy));
+TEST_SUITE(gpu_adamw, TEST_CASE(test_adamw));
+TEST_SUITE(gpu_reduce, TEST_CASE(test_reduce_sumsq), TEST_CASE(test_reduce_ranges_and_sum));
