@@ -1,0 +1,186 @@
+/*
+ * MoE combine, combine backward and scatter backward (moe_combine.h): one block per token
+ * (grid-stride), each thread owning fixed column groups, sums over j in order in fp32.
+ */
+#include "moe_combine.h"
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <string.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+int blocks_for_tokens(int N) { return N < 65535 * 16 ? N : 65535 * 16; }
+
+__device__ __forceinline__ void bf16x8_to_f32(const uint4 u, float *f) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* .x = a at the lower address */
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+__device__ __forceinline__ float bf(const uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
+__device__ __forceinline__ uint16_t to_bf(float f) {
+    __nv_bfloat16 h = __float2bfloat16_rn(f);
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+
+/* Fixed-shape block sum: every thread gets the total. sm has kThreads floats. */
+__device__ float block_sum(float v, float *sm) {
+    sm[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = kThreads / 2; half > 0; half >>= 1) {
+        if ((int)threadIdx.x < half) sm[threadIdx.x] += sm[threadIdx.x + half];
+        __syncthreads();
+    }
+    const float total = sm[0];
+    __syncthreads(); /* sm may be reused right after */
+    return total;
+}
+
+__global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict__ ye, const float *__restrict__ gates,
+                               const int *__restrict__ slot_row, int N, int k, int C, int add, int vec) {
+    for (long n = blockIdx.x; n < N; n += gridDim.x) {
+        float *yn = y + n * C;
+        if (vec) {
+            for (int g = threadIdx.x; g < C / 8; g += kThreads) {
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int j = 0; j < k; j++) {
+                    const long r = slot_row[n * k + j];
+                    const float w = gates[n * k + j];
+                    float v[8];
+                    bf16x8_to_f32(reinterpret_cast<const uint4 *>(ye + r * C)[g], v);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[i] += w * v[i];
+                }
+                float4 *y4 = reinterpret_cast<float4 *>(yn) + 2 * g;
+                if (add) {
+                    const float4 a = y4[0], b = y4[1];
+                    acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
+                    acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
+                }
+                y4[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+                y4[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+            }
+        } else {
+            for (int c = threadIdx.x; c < C; c += kThreads) {
+                float acc = 0;
+                for (int j = 0; j < k; j++)
+                    acc += gates[n * k + j] * bf(ye[(long)slot_row[n * k + j] * C + c]);
+                yn[c] = add ? acc + yn[c] : acc;
+            }
+        }
+    }
+}
+
+__global__ void combine_backward_kernel(uint16_t *__restrict__ dye, float *__restrict__ dgates,
+                                        const float *__restrict__ dy, const uint16_t *__restrict__ ye,
+                                        const float *__restrict__ gates, const int *__restrict__ slot_row, int N, int k,
+                                        int C, int vec) {
+    __shared__ float sm[kThreads];
+    for (long n = blockIdx.x; n < N; n += gridDim.x) {
+        const float *dyn = dy + n * C;
+        for (int j = 0; j < k; j++) {
+            const long s = n * k + j, r = slot_row[s];
+            const float w = gates[s];
+            float dot = 0;
+            if (vec) {
+                for (int g = threadIdx.x; g < C / 8; g += kThreads) {
+                    const float4 a = reinterpret_cast<const float4 *>(dyn)[2 * g];
+                    const float4 b = reinterpret_cast<const float4 *>(dyn)[2 * g + 1];
+                    const float d[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                    float v[8];
+                    bf16x8_to_f32(reinterpret_cast<const uint4 *>(ye + r * C)[g], v);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) dot += d[i] * v[i];
+                    uint4 o;
+                    o.x = pack2(w * d[0], w * d[1]);
+                    o.y = pack2(w * d[2], w * d[3]);
+                    o.z = pack2(w * d[4], w * d[5]);
+                    o.w = pack2(w * d[6], w * d[7]);
+                    reinterpret_cast<uint4 *>(dye + r * C)[g] = o;
+                }
+            } else {
+                for (int c = threadIdx.x; c < C; c += kThreads) {
+                    const float d = dyn[c];
+                    dot += d * bf(ye[r * C + c]);
+                    dye[r * C + c] = to_bf(w * d);
+                }
+            }
+            dot = block_sum(dot, sm);
+            if (threadIdx.x == 0) dgates[s] = dot;
+        }
+    }
+}
+
+__global__ void scatter_add_kernel(float *__restrict__ dx, const uint16_t *__restrict__ dxe,
+                                   const int *__restrict__ slot_row, int N, int k, int C, int vec) {
+    for (long n = blockIdx.x; n < N; n += gridDim.x) {
+        float *dxn = dx + n * C;
+        if (vec) {
+            for (int g = threadIdx.x; g < C / 8; g += kThreads) {
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int j = 0; j < k; j++) {
+                    const long r = slot_row[n * k + j];
+                    float v[8];
+                    bf16x8_to_f32(reinterpret_cast<const uint4 *>(dxe + r * C)[g], v);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[i] += v[i];
+                }
+                float4 *d4 = reinterpret_cast<float4 *>(dxn) + 2 * g;
+                float4 a = d4[0], b = d4[1];
+                a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
+                b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
+                d4[0] = a;
+                d4[1] = b;
+            }
+        } else {
+            for (int c = threadIdx.x; c < C; c += kThreads) {
+                float acc = 0;
+                for (int j = 0; j < k; j++) acc += bf(dxe[(long)slot_row[n * k + j] * C + c]);
+                dxn[c] += acc;
+            }
+        }
+    }
+}
+
+} // namespace
+
+extern "C" void gpu_moe_combine(float *y, const bf16_t *ye, const float *gates, const int *slot_row, int N, int k,
+                                int C, int add, cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    const int vec = C % 8 == 0 && aligned16(y) && aligned16(ye);
+    combine_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(y, ye, gates, slot_row, N, k, C, add, vec);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_moe_combine_backward(bf16_t *dye, float *dgates, const float *dy, const bf16_t *ye,
+                                         const float *gates, const int *slot_row, int N, int k, int C,
+                                         cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    const int vec = C % 8 == 0 && aligned16(dye) && aligned16(dy) && aligned16(ye);
+    combine_backward_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(dye, dgates, dy, ye, gates, slot_row, N, k,
+                                                                           C, vec);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_moe_scatter_add(float *dx, const bf16_t *dxe, const int *slot_row, int N, int k, int C,
+                                    cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    const int vec = C % 8 == 0 && aligned16(dx) && aligned16(dxe);
+    scatter_add_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(dx, dxe, slot_row, N, k, C, vec);
+    cudaCheckLaunch();
+}

@@ -1,0 +1,486 @@
+/*
+ * `mokc bench moe` (usage and method in bench_moe.h): MPI + NCCL setup, one MoE layer per rank
+ * with random device-side weights, CUDA-event timing, and the EP consistency check.
+ */
+#include "gpu/bench_moe.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/moe_fill.h"
+#include "common.h"
+#include "config.h"
+#include "dist.h"
+#include "gpu/check.h"
+#include "gpu/comms.h"
+#include "gpu/device.h"
+#include "gpu/moe_unfused.h"
+
+static const char *bench_help =
+    "usage: mokc bench moe --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--iters 20]\n"
+    "                      [--warmup 5] [--ep N] [--seed S] [--set key.path=value ...]\n"
+    "       mokc bench moe --check --config SPEC.json [--tokens N] [--skew] [--set ...]\n"
+    "\n"
+    "Times one MoE layer (the model and moe sections of SPEC.json) on every rank's GPU: forward and\n"
+    "forward + backward, median of --iters after --warmup, the slowest rank per iteration. Prints a\n"
+    "JSON line per implementation and a table. Run under mpirun with one rank per GPU; EP = all\n"
+    "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens.\n"
+    "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
+    "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch.\n"
+    "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
+    "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
+
+typedef struct {
+    const char *config;
+    const char *impl;
+    int tokens, iters, warmup, ep, check, skew;
+    unsigned long long seed;
+    const char *sets[64]; /* --set key.path=value overrides of the spec */
+    int n_sets;
+} BenchArgs;
+
+static int usage(const char *fmt, const char *arg) {
+    if (dist_launcher_rank() == 0) {
+        fprintf(stderr, "mokc: error: ");
+        fprintf(stderr, fmt, arg);
+        fprintf(stderr, "\n\n%s", bench_help);
+    }
+    return MOKC_EXIT_USAGE;
+}
+
+static int parse_int(const char *s, int lo, int *out) {
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (!s[0] || *end || v < lo || v > 1 << 30) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* Returns -1 when the arguments are fine, else the exit code. */
+static int parse_args(int argc, char **argv, BenchArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->impl = "all";
+    a->iters = 20;
+    a->warmup = 5;
+    a->seed = 1234;
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            if (dist_launcher_rank() == 0) fputs(bench_help, stdout);
+            return 0;
+        } else if (!strcmp(o, "--check")) {
+            a->check = 1;
+        } else if (!strcmp(o, "--skew")) {
+            a->skew = 1;
+        } else if (!v) {
+            return usage("option '%s' needs a value", o);
+        } else if (!strcmp(o, "--set")) {
+            if (a->n_sets == 64) return usage("%s", "at most 64 --set options");
+            a->sets[a->n_sets++] = v, i++;
+        } else if (!strcmp(o, "--config")) {
+            a->config = v, i++;
+        } else if (!strcmp(o, "--impl")) {
+            a->impl = v, i++;
+            if (strcmp(v, "unfused") && strcmp(v, "mok") && strcmp(v, "all"))
+                return usage("--impl must be unfused, mok or all, not '%s'", v);
+        } else if (!strcmp(o, "--tokens")) {
+            if (!parse_int(v, 1, &a->tokens)) return usage("--tokens needs a positive integer, not '%s'", v);
+            i++;
+        } else if (!strcmp(o, "--iters")) {
+            if (!parse_int(v, 1, &a->iters)) return usage("--iters needs a positive integer, not '%s'", v);
+            i++;
+        } else if (!strcmp(o, "--warmup")) {
+            if (!parse_int(v, 0, &a->warmup)) return usage("--warmup needs an integer >= 0, not '%s'", v);
+            i++;
+        } else if (!strcmp(o, "--ep")) {
+            if (!parse_int(v, 1, &a->ep)) return usage("--ep needs a positive integer, not '%s'", v);
+            i++;
+        } else if (!strcmp(o, "--seed")) {
+            int s = 0;
+            if (!parse_int(v, 0, &s)) return usage("--seed needs an integer >= 0, not '%s'", v);
+            a->seed = (unsigned long long)s;
+            i++;
+        } else {
+            return usage("unknown option '%s' for `mokc bench moe`", o);
+        }
+    }
+    if (!a->config) return usage("%s", "--config SPEC.json is required");
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * One layer's device state on this rank
+ * ---------------------------------------------------------------------------------------------- */
+
+enum { T_ROUTER, T_GATE, T_UP, T_DOWN, T_SGATE, T_SUP, T_SDOWN, T_COUNT };
+static const char *tensor_names[T_COUNT] = {"router", "w_gate", "w_up", "w_down", "shared_gate", "shared_up",
+                                            "shared_down"};
+
+typedef struct {
+    MoeGpuDims d;
+    int N;
+    long n[T_COUNT];      /* elements of each weight on this rank */
+    void *w[T_COUNT];     /* router fp32, the rest bf16 */
+    float *g[T_COUNT];    /* fp32 gradients */
+    float *x, *dy, *y, *dx, *bias;
+    MoeUnfusedActs a;
+    MoeUnfusedWork work;
+    size_t weight_bytes;
+} Layer;
+
+/* Fills the layer's tensors as slices of the global problem: this rank's tokens start at global
+ * token tok0, its experts at global expert e0. quant: quantise the router and x (the check). */
+static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms *comms, long tok0, long e0,
+                         float dy_scale, int skew, int quant, unsigned long long seed, cudaStream_t s) {
+    memset(L, 0, sizeof *L);
+    L->d = *d;
+    L->N = N;
+    const long C = d->C, E = d->E, I = d->I, El = d->E / d->ep, SI = (long)d->n_shared * d->I;
+    L->n[T_ROUTER] = C * E;
+    L->n[T_GATE] = L->n[T_UP] = El * C * I;
+    L->n[T_DOWN] = El * I * C;
+    L->n[T_SGATE] = L->n[T_SUP] = C * SI;
+    L->n[T_SDOWN] = SI * C;
+    const long woff[T_COUNT] = {0, e0 * C * I, e0 * C * I, e0 * I * C, 0, 0, 0};
+    const float wscale[T_COUNT] = {(quant ? 3.0f : 1.0f) / sqrtf((float)C), 1.0f / sqrtf((float)C),
+                                   1.0f / sqrtf((float)C), 1.0f / sqrtf((float)I), 1.0f / sqrtf((float)C),
+                                   1.0f / sqrtf((float)C), 1.0f / sqrtf((float)(SI > 0 ? SI : 1))};
+    for (int t = 0; t < T_COUNT; t++) {
+        const size_t es = t == T_ROUTER ? sizeof(float) : sizeof(bf16_t);
+        cudaCheck(cudaMalloc(&L->w[t], (size_t)L->n[t] * es + 16));
+        cudaCheck(cudaMalloc((void **)&L->g[t], (size_t)L->n[t] * sizeof(float) + 16));
+        cudaCheck(cudaMemsetAsync(L->g[t], 0, (size_t)L->n[t] * sizeof(float), s));
+        L->weight_bytes += (size_t)L->n[t] * (es + sizeof(float));
+        if (t == T_ROUTER)
+            gpu_moe_fill_f32(L->w[t], L->n[t], seed * 16 + (unsigned)t, woff[t], wscale[t], quant ? 1.0f / 256 : 0.0f, s);
+        else
+            gpu_moe_fill_bf16(L->w[t], L->n[t], seed * 16 + (unsigned)t, woff[t], wscale[t], 0.0f, s);
+    }
+    const size_t nx = (size_t)N * C;
+    cudaCheck(cudaMalloc((void **)&L->x, nx * sizeof(float) + 16));
+    cudaCheck(cudaMalloc((void **)&L->dy, nx * sizeof(float) + 16));
+    cudaCheck(cudaMalloc((void **)&L->y, nx * sizeof(float) + 16));
+    cudaCheck(cudaMalloc((void **)&L->dx, nx * sizeof(float) + 16));
+    cudaCheck(cudaMemsetAsync(L->dx, 0, nx * sizeof(float), s));
+    gpu_moe_fill_f32(L->x, (long)nx, seed * 16 + 8, tok0 * C, 1.0f, quant ? 1.0f / 16 : 0.0f, s);
+    gpu_moe_fill_f32(L->dy, (long)nx, seed * 16 + 9, tok0 * C, dy_scale, 0.0f, s);
+    if (skew) {
+        float *h = callocCheck((size_t)E, sizeof(float));
+        h[0] = 100.0f; /* every token's first pick: expert 0 */
+        cudaCheck(cudaMalloc((void **)&L->bias, (size_t)E * sizeof(float)));
+        cudaCheck(cudaMemcpy(L->bias, h, (size_t)E * sizeof(float), cudaMemcpyHostToDevice));
+        free(h);
+    }
+    moe_unfused_acts_create(&L->a, d, N);
+    moe_unfused_work_create(&L->work, d, N, comms);
+    cudaCheck(cudaStreamSynchronize(s));
+}
+
+static void layer_destroy(Layer *L) {
+    for (int t = 0; t < T_COUNT; t++) {
+        cudaCheck(cudaFree(L->w[t]));
+        cudaCheck(cudaFree(L->g[t]));
+    }
+    cudaCheck(cudaFree(L->x));
+    cudaCheck(cudaFree(L->dy));
+    cudaCheck(cudaFree(L->y));
+    cudaCheck(cudaFree(L->dx));
+    if (L->bias) cudaCheck(cudaFree(L->bias));
+    moe_unfused_acts_destroy(&L->a);
+    moe_unfused_work_destroy(&L->work);
+    memset(L, 0, sizeof *L);
+}
+
+static MoeGpuWeights layer_weights(const Layer *L) {
+    const int S = L->d.n_shared > 0;
+    MoeGpuWeights w = {L->w[T_ROUTER], L->w[T_GATE], L->w[T_UP], L->w[T_DOWN], S ? L->w[T_SGATE] : NULL,
+                       S ? L->w[T_SUP] : NULL, S ? L->w[T_SDOWN] : NULL};
+    return w;
+}
+
+static void layer_forward(Layer *L, cudaStream_t s) {
+    MoeGpuWeights w = layer_weights(L);
+    moe_unfused_forward(L->y, &L->a, &L->work, L->x, NULL, &w, L->bias, L->N, s);
+}
+
+static void layer_backward(Layer *L, double daux, cudaStream_t s) {
+    MoeGpuWeights w = layer_weights(L);
+    MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], L->g[T_SGATE], L->g[T_SUP],
+                     L->g[T_SDOWN]};
+    moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, NULL, &w, L->N, s);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Timing
+ * ---------------------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median over iterations of the per-iteration max over ranks. Sorts t. */
+static double median_of_max(double *t, int n) {
+    MPI_Allreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_t s, double *fwd_ms,
+                       double *fwdbwd_ms) {
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    for (int it = 0; it < args->warmup; it++) {
+        layer_forward(L, s);
+        layer_backward(L, daux, s);
+    }
+    cudaCheck(cudaStreamSynchronize(s));
+    double *tf = callocCheck((size_t)args->iters, sizeof(double)), *tb = callocCheck((size_t)args->iters, sizeof(double));
+    for (int it = 0; it < args->iters; it++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        cudaCheck(cudaEventRecord(e0, s));
+        layer_forward(L, s);
+        cudaCheck(cudaEventRecord(e1, s));
+        cudaCheck(cudaEventSynchronize(e1));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+        tf[it] = ms;
+    }
+    for (int it = 0; it < args->iters; it++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        cudaCheck(cudaEventRecord(e0, s));
+        layer_forward(L, s);
+        layer_backward(L, daux, s);
+        cudaCheck(cudaEventRecord(e1, s));
+        cudaCheck(cudaEventSynchronize(e1));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+        tb[it] = ms;
+    }
+    *fwd_ms = median_of_max(tf, args->iters);
+    *fwdbwd_ms = median_of_max(tb, args->iters);
+    free(tf);
+    free(tb);
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The EP consistency check
+ * ---------------------------------------------------------------------------------------------- */
+
+static float *fetch(const void *dev, long n) {
+    float *h = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (n > 0) cudaCheck(cudaMemcpy(h, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* ||a * scale - b|| / ||b|| in double. */
+static double rel_err(const float *a, double scale, const float *b, long n) {
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        const double d = (double)a[i] * scale - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ||sum over ranks of a, * scale - b|| / ||b||: a summed over the world in double. */
+static double rel_err_summed(const float *a, double scale, const float *b, long n) {
+    double *s = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (long i = 0; i < n; i++) s[i] = a[i];
+    if (n > 0) MPI_Allreduce(MPI_IN_PLACE, s, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        const double d = s[i] * scale - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    free(s);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const Dist *dist, const GpuComms *gc,
+                     cudaStream_t s) {
+    const double tol = 1e-3, daux = 0.01;
+    const int world = dist->world, rank = dist->rank, C = d_ep->C, k = d_ep->k, El = d_ep->E / d_ep->ep;
+    if (d_ep->ep != world)
+        mokc_die(MOKC_EXIT_USAGE, "run --check with one EP group: leave out --ep or set it to the number of ranks",
+                 "bench moe --check: ep = %d but %d ranks", d_ep->ep, world);
+    /* the single-rank run of the whole problem */
+    MoeGpuDims d1 = *d_ep;
+    d1.ep = 1;
+    d1.ep_rank = 0;
+    Layer one, ep;
+    layer_create(&one, &d1, world * N, NULL, 0, 0, 1.0f, args->skew, 1, args->seed, s);
+    layer_forward(&one, s);
+    layer_backward(&one, daux, s);
+    cudaCheck(cudaStreamSynchronize(s));
+    /* this rank's share with EP = world */
+    MoeGpuComms comms = {.ep = gc->ep, .stats = gc->world};
+    layer_create(&ep, d_ep, N, &comms, (long)rank * N, (long)d_ep->ep_rank * El, (float)world, args->skew, 1,
+                 args->seed, s);
+    layer_forward(&ep, s);
+    layer_backward(&ep, daux, s);
+    cudaCheck(cudaStreamSynchronize(s));
+
+    const long nx = (long)N * C, off = (long)rank * nx;
+    double err[4 + T_COUNT];
+    const char *what[4 + T_COUNT] = {"y", "dx", "aux loss", "top-k picks that differ"};
+    float *y1 = fetch(one.y, (long)world * nx), *y2 = fetch(ep.y, nx);
+    float *dx1 = fetch(one.dx, (long)world * nx), *dx2 = fetch(ep.dx, nx);
+    err[0] = rel_err(y2, 1.0, y1 + off, nx);
+    err[1] = rel_err(dx2, 1.0 / world, dx1 + off, nx);
+    err[2] = fabs(ep.a.aux_loss - one.a.aux_loss) / (fabs(one.a.aux_loss) > 0 ? fabs(one.a.aux_loss) : 1.0);
+    int *tk1 = mallocCheck((size_t)world * N * k * sizeof(int)), *tk2 = mallocCheck((size_t)N * k * sizeof(int));
+    cudaCheck(cudaMemcpy(tk1, one.a.topk, (size_t)world * N * k * sizeof(int), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(tk2, ep.a.topk, (size_t)N * k * sizeof(int), cudaMemcpyDeviceToHost));
+    long bad = 0;
+    for (long i = 0; i < (long)N * k; i++) bad += tk2[i] != tk1[(long)rank * N * k + i];
+    err[3] = (double)bad;
+    for (int t = 0; t < T_COUNT; t++) {
+        what[4 + t] = tensor_names[t];
+        float *g1 = fetch(one.g[t], one.n[t]), *g2 = fetch(ep.g[t], ep.n[t]);
+        if (t == T_GATE || t == T_UP || t == T_DOWN) /* this owner's experts, a slice of the full tensor */
+            err[4 + t] = rel_err(g2, 1.0 / world, g1 + (long)d_ep->ep_rank * ep.n[t], ep.n[t]);
+        else
+            err[4 + t] = rel_err_summed(g2, 1.0 / world, g1, ep.n[t]);
+        free(g1);
+        free(g2);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, err, 4 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    int fail = 0;
+    if (rank == 0) printf("ep check: %d ranks x %d tokens, ep = %d%s; max over ranks:\n", world, N, d_ep->ep,
+                          args->skew ? ", skewed routing" : "");
+    for (int i = 0; i < 4 + T_COUNT; i++) {
+        if (i >= 4 && ep.n[i - 4] == 0) continue;
+        const int ok = i == 3 ? err[i] == 0 : err[i] < tol;
+        fail |= !ok;
+        if (rank == 0) {
+            char label[64];
+            snprintf(label, sizeof label, "%s%s", i >= 4 ? "d" : "", what[i]);
+            if (i == 3) printf("  %-24s %9.0f  %s\n", label, err[i], ok ? "ok" : "FAIL");
+            else printf("  %-24s %9.2e  %s (rel err, tolerance %g)\n", label, err[i], ok ? "ok" : "FAIL", tol);
+        }
+    }
+    if (rank == 0) printf("ep check: %s\n", fail ? "FAIL" : "PASS");
+    free(y1);
+    free(y2);
+    free(dx1);
+    free(dx2);
+    free(tk1);
+    free(tk2);
+    layer_destroy(&one);
+    layer_destroy(&ep);
+    return fail ? MOKC_EXIT_RUNTIME : 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The command
+ * ---------------------------------------------------------------------------------------------- */
+
+static const char *shape_name(const char *path, char *buf, size_t len) {
+    const char *base = strrchr(path, '/');
+    snprintf(buf, len, "%s", base ? base + 1 : path);
+    char *dot = strrchr(buf, '.');
+    if (dot && !strcmp(dot, ".json")) *dot = 0;
+    return buf;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "moe") != 0) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            fputs(bench_help, stdout);
+            return 0;
+        }
+        return usage("`mokc bench` needs a benchmark: moe (got '%s')", argc >= 2 ? argv[1] : "nothing");
+    }
+    BenchArgs args;
+    int rc = parse_args(argc, argv, &args);
+    if (rc >= 0) return rc;
+    ConfigErrors errors;
+    MokcConfig cfg;
+    if (!config_load(args.config, args.sets, args.n_sets, &cfg, &errors)) {
+        if (dist_launcher_rank() == 0) config_errors_print(&errors, args.config, stderr);
+        config_errors_free(&errors);
+        return MOKC_EXIT_USAGE;
+    }
+    if (cfg.moe.num_experts <= 0) return usage("%s has no MoE layer (moe.num_experts = 0)", args.config);
+    if (!strcmp(args.impl, "mok") && !args.check) {
+        if (dist_launcher_rank() == 0)
+            fprintf(stderr, "mokc: error: --impl mok is not built yet (the megakernel, issue 7); use --impl unfused\n");
+        return MOKC_EXIT_RUNTIME;
+    }
+    setenv("NCCL_NVLS_ENABLE", "0", 0); /* never NVLink multicast on shared machines */
+
+    Dist dist;
+    dist_init(&dist, &argc, &argv);
+    const int ep = args.ep > 0 ? args.ep : dist.world;
+    char msg[512];
+    if (!dist_make_groups(&dist, ep, msg, sizeof msg))
+        mokc_die(MOKC_EXIT_USAGE, "pass --ep with a divisor of the number of ranks", "%s", msg);
+    if (cfg.moe.num_experts % ep != 0)
+        mokc_die(MOKC_EXIT_USAGE, "pass --ep with a divisor of moe.num_experts",
+                 "ep = %d does not divide moe.num_experts = %d", ep, cfg.moe.num_experts);
+    if (gpu_device_count() == 0)
+        mokc_die(MOKC_EXIT_RUNTIME, "run the benchmark on a machine with NVIDIA GPUs", "bench moe: no GPU found");
+    const int dev = gpu_select_device(dist.local_rank);
+    GpuComms gc;
+    gpu_comms_init(&gc, &dist);
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    MoeGpuDims d = {.C = cfg.model.hidden_size, .E = cfg.moe.num_experts, .k = cfg.moe.num_experts_per_tok,
+                    .I = cfg.moe.moe_intermediate_size, .n_shared = cfg.moe.n_shared_experts,
+                    .sigmoid = cfg.moe.scoring_func == SCORING_SIGMOID, .norm_topk = cfg.moe.norm_topk_prob,
+                    .scaling = cfg.moe.routed_scaling_factor, .ep = dist.ep, .ep_rank = dist.ep_rank};
+    const int N = args.tokens > 0 ? args.tokens : cfg.train.micro_batch * cfg.train.seq_len;
+    moe_gpu_dims_check(&d, N, "bench moe");
+    char gpu[256], shape[256];
+    gpu_describe(dev, gpu, sizeof gpu);
+    shape_name(args.config, shape, sizeof shape);
+    if (dist.rank == 0)
+        printf("bench moe: %s  E=%d H=%d I=%d k=%d shared=%d %s | %d rank(s), ep %d, %d tokens/GPU | %s\n", shape, d.E,
+               d.C, d.I, d.k, d.n_shared, d.sigmoid ? "sigmoid" : "softmax", dist.world, dist.ep, N, gpu);
+
+    if (args.check) {
+        rc = run_check(&args, &d, N, &dist, &gc, s);
+    } else {
+        MoeGpuComms comms = {.ep = gc.ep, .stats = gc.world};
+        Layer L;
+        layer_create(&L, &d, N, &comms, (long)dist.rank * N, (long)dist.ep_rank * (d.E / d.ep), 1.0f, 0, 0,
+                     args.seed, s);
+        const double acts_mib = moe_unfused_acts_bytes(&d, N) / 1048576.0;
+        const double work_mib = moe_unfused_work_bytes(&d, N) / 1048576.0;
+        if (dist.rank == 0)
+            printf("memory per GPU: weights + fp32 grads %.1f MiB, layer activations %.1f MiB, scratch %.1f MiB\n",
+                   L.weight_bytes / 1048576.0, acts_mib, work_mib);
+        double fwd = 0, fb = 0;
+        time_layer(&L, &args, cfg.moe.router_aux_loss_coef, s, &fwd, &fb);
+        const double flops = 2.0 * N * d.k * 3.0 * d.C * d.I;
+        const double tf_f = flops / (fwd * 1e-3) / 1e12, tf_fb = 3.0 * flops / (fb * 1e-3) / 1e12;
+        if (dist.rank == 0) {
+            printf("{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
+                   "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
+                   "\"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"fwdbwd_tflops\": %.2f, "
+                   "\"acts_mib\": %.1f, \"work_mib\": %.1f}\n",
+                   shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, fwd, fb, tf_f, tf_fb,
+                   acts_mib, work_mib);
+            printf("\n%-10s %4s %11s %9s %12s %11s %16s\n", "impl", "ep", "tokens/GPU", "fwd ms", "fwd TFLOP/s",
+                   "fwd+bwd ms", "fwd+bwd TFLOP/s");
+            printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f\n", "unfused", dist.ep, N, fwd, tf_f, fb, tf_fb);
+            fflush(stdout);
+        }
+        layer_destroy(&L);
+        rc = 0;
+    }
+    cudaCheck(cudaStreamDestroy(s));
+    gpu_comms_destroy(&gc);
+    dist_finalize(&dist);
+    return rc;
+}

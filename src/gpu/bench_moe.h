@@ -1,0 +1,33 @@
+/*
+ * `mokc bench moe`: one MoE layer on the GPUs of an mpirun job (one rank per GPU, device = local
+ * rank), with random weights and inputs drawn on the device (routing from a random router).
+ *
+ *   mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json
+ *       [--impl unfused|mok|all] [--tokens N] [--iters 20] [--warmup 5] [--ep N] [--seed S]
+ *       [--set key.path=value ...]
+ *   mpirun -np 2 ./mokc bench moe --check --config configs/tiny.json [--tokens N] [--skew] [--set ...]
+ *
+ * Timing: forward, and forward + backward, with CUDA events around each iteration (after a barrier),
+ * per-iteration max over ranks, median of --iters (>= 1; default 20) after --warmup (default 5).
+ * Prints one JSON line per implementation (bench, impl, shape, E, H, I, k, shared, ep, world,
+ * tokens_per_gpu, fwd_ms, fwdbwd_ms, fwd_tflops, fwdbwd_tflops, acts_mib, work_mib) and a table.
+ * FLOPs per GPU (DESIGN.md): 2*T*k*3*H*I forward, x3 for forward + backward (routed experts only).
+ * EP is every rank (one EP group) unless --ep; tokens per GPU = train.micro_batch * train.seq_len
+ * unless --tokens.
+ *
+ * --check: the EP consistency check. Every rank builds the same global problem (world * T
+ * tokens, all E experts; router and x quantised so the router GEMM is exact in any order, hence
+ * routing is bitwise the same), runs it alone on its GPU with ep = 1, then runs its share with
+ * EP = world (its T tokens, its E/ep experts, aux statistics over the world, dy scaled by world as
+ * a per-rank mean loss makes it). y, dx / world, the aux loss, the top-k picks, the router and
+ * shared gradients summed over ranks / world and each owner's expert gradients / world must match
+ * the single-rank run (relative error < 1e-3; the picks exactly). --skew sends every token's first
+ * pick to expert 0 (one owner receives the most rows it can). Exit 0 on PASS, 1 on FAIL.
+ */
+#ifndef MOKC_GPU_BENCH_MOE_H
+#define MOKC_GPU_BENCH_MOE_H
+
+/* argv[0] = "bench", argv[1] = the benchmark ("moe"), then its options. Returns the exit code. */
+int cmd_bench(int argc, char **argv);
+
+#endif

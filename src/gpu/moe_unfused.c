@@ -1,0 +1,525 @@
+/*
+ * The unfused MoE layer on the GPU (design and memory in moe_unfused.h): host orchestration of the
+ * router GEMM, routing and plan kernels, the NCCL exchange, per-expert cuBLAS GEMMs, SwiGLU, the
+ * combine and the shared experts, forward and backward.
+ */
+#include "gpu/moe_unfused.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/cast.h"
+#include "../../kernels/moe_combine.h"
+#include "../../kernels/moe_plan.h"
+#include "../../kernels/moe_route.h"
+#include "../../kernels/moe_rows.h"
+#include "../../kernels/swiglu.h"
+#include "common.h"
+#include "gpu/check.h"
+#include "gpu/gemm.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * Shapes and the buffer layout (one table drives both the byte counts and the allocation)
+ * ---------------------------------------------------------------------------------------------- */
+
+static long r_max(const MoeGpuDims *d, int N) {
+    const int El = d->E / d->ep;
+    return (long)d->ep * N * (d->k < El ? d->k : El);
+}
+
+void moe_gpu_dims_check(const MoeGpuDims *d, int N_max, const char *who) {
+    if (d->C <= 0 || d->E <= 0 || d->I <= 0 || d->k < 1 || d->k > d->E || d->n_shared < 0 || N_max < 0)
+        mokc_die(MOKC_EXIT_USAGE, "need C, E, I > 0, 1 <= k <= E, n_shared >= 0, N >= 0",
+                 "%s: invalid MoE shape C=%d E=%d k=%d I=%d n_shared=%d N=%d", who, d->C, d->E, d->k, d->I,
+                 d->n_shared, N_max);
+    if (d->ep < 1 || d->E % d->ep != 0 || d->ep_rank < 0 || d->ep_rank >= d->ep)
+        mokc_die(MOKC_EXIT_USAGE, "parallel.ep must divide moe.num_experts",
+                 "%s: ep = %d, ep_rank = %d with E = %d experts", who, d->ep, d->ep_rank, d->E);
+    if ((long)N_max * d->k > INT_MAX / 2 || r_max(d, N_max) > INT_MAX / 2)
+        mokc_die(MOKC_EXIT_USAGE, "use a smaller micro-batch (tokens per rank) or fewer experts per token",
+                 "%s: %d tokens x k = %d (x ep = %d at an owner) rows overflow 32-bit row indices", who, N_max, d->k,
+                 d->ep);
+}
+
+typedef struct {
+    void **ptr;
+    size_t bytes;
+} Buf;
+
+enum { MAX_BUFS = 48 };
+
+typedef struct {
+    Buf b[MAX_BUFS];
+    int n;
+} BufList;
+
+static void add(BufList *l, void *ptr, size_t bytes) {
+    if (l->n >= MAX_BUFS) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_unfused: too many buffers (internal)");
+    l->b[l->n].ptr = (void **)ptr;
+    l->b[l->n].bytes = bytes;
+    l->n++;
+}
+
+static size_t total_bytes(const BufList *l) {
+    size_t s = 0;
+    for (int i = 0; i < l->n; i++) s += l->b[i].bytes;
+    return s;
+}
+
+static void alloc_all(BufList *l) {
+    for (int i = 0; i < l->n; i++) {
+        *l->b[i].ptr = NULL;
+        if (l->b[i].bytes > 0) cudaCheck(cudaMalloc(l->b[i].ptr, l->b[i].bytes));
+    }
+}
+
+static void acts_layout(BufList *l, MoeUnfusedActs *a, const MoeGpuDims *d, int N) {
+    const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
+    const size_t SI = (size_t)d->n_shared * I, R = (size_t)r_max(d, N), nseg = E; /* (E/ep) * ep */
+    memset(l, 0, sizeof *l);
+    add(l, &a->scores, T * E * 4);
+    add(l, &a->topk, T * k * 4);
+    add(l, &a->gates, T * k * 4);
+    add(l, &a->slot_row, T * k * 4);
+    add(l, &a->row_slot, T * k * 4);
+    add(l, &a->counts, E * 4);
+    add(l, &a->stat_counts, E * 8);
+    add(l, &a->expert_offset, (E + 1) * 4);
+    add(l, &a->seg, (2 * nseg + 1) * 4);
+    add(l, &a->xr, R * C * 2);
+    add(l, &a->pre_gate, R * I * 2);
+    add(l, &a->pre_up, R * I * 2);
+    add(l, &a->ye, T * k * C * 2);
+    add(l, &a->s_gate, T * SI * 2);
+    add(l, &a->s_up, T * SI * 2);
+}
+
+static void work_layout(BufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, int N) {
+    const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
+    const size_t SI = (size_t)d->n_shared * I, R = (size_t)r_max(d, N);
+    memset(l, 0, sizeof *l);
+    add(l, &w->logits, T * E * 4);
+    add(l, &w->pnorm, T * 8);
+    add(l, &w->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
+    add(l, &w->psum, E * 8);
+    add(l, &w->aux, 8);
+    add(l, &w->fail, 4);
+    add(l, &w->chunk_counts, (size_t)gpu_moe_plan_chunks((long)N * d->k) * E * 4);
+    add(l, &w->slot_rank, T * k * 4);
+    add(l, &w->recv_counts, E * 4);
+    add(l, &w->x_bf16, T * C * 2);
+    add(l, &w->xe, T * k * C * 2);
+    add(l, &w->h, R * I * 2);
+    add(l, &w->s_h, T * SI * 2);
+    add(l, &w->dgates, T * k * 4);
+    add(l, &w->dye, T * k * C * 2);
+    add(l, &w->dh, R * I * 4);
+    add(l, &w->dpg, R * I * 2);
+    add(l, &w->dpu, R * I * 2);
+    add(l, &w->dxr, R * C * 4);
+    add(l, &w->dy_bf16, T * C * 2);
+    add(l, &w->ds_h, T * SI * 4);
+    add(l, &w->ds_gate, T * SI * 2);
+    add(l, &w->ds_up, T * SI * 2);
+    const size_t ex = d->ep > 1 ? R * C * 2 : 0;
+    add(l, &w->stage, ex);
+    add(l, &w->rows_out, ex);
+    add(l, &w->dyr, ex);
+}
+
+size_t moe_unfused_acts_bytes(const MoeGpuDims *d, int N_max) {
+    moe_gpu_dims_check(d, N_max, "moe_unfused_acts_bytes");
+    MoeUnfusedActs a;
+    BufList l;
+    acts_layout(&l, &a, d, N_max);
+    return total_bytes(&l);
+}
+
+size_t moe_unfused_work_bytes(const MoeGpuDims *d, int N_max) {
+    moe_gpu_dims_check(d, N_max, "moe_unfused_work_bytes");
+    MoeUnfusedWork w;
+    BufList l;
+    work_layout(&l, &w, d, N_max);
+    return total_bytes(&l);
+}
+
+void moe_unfused_acts_create(MoeUnfusedActs *a, const MoeGpuDims *d, int N_max) {
+    moe_gpu_dims_check(d, N_max, "moe_unfused_acts_create");
+    memset(a, 0, sizeof *a);
+    a->d = *d;
+    a->N_max = N_max;
+    a->R_max = r_max(d, N_max);
+    BufList l;
+    acts_layout(&l, a, d, N_max);
+    alloc_all(&l);
+    const int El = d->E / d->ep;
+    a->h_counts = callocCheck((size_t)d->E, sizeof(int));
+    a->h_recv_counts = callocCheck((size_t)d->E, sizeof(int));
+    a->h_recv_offset = callocCheck((size_t)El + 1, sizeof(int));
+    a->h_send_rows = callocCheck((size_t)d->ep, sizeof(int));
+    a->h_send_start = callocCheck((size_t)d->ep, sizeof(int));
+    a->h_recv_rows = callocCheck((size_t)d->ep, sizeof(int));
+    a->h_stage_start = callocCheck((size_t)d->ep, sizeof(int));
+    a->N = -1; /* no forward yet */
+}
+
+void moe_unfused_acts_destroy(MoeUnfusedActs *a) {
+    void *dev[] = {a->scores, a->topk, a->gates, a->slot_row, a->row_slot, a->counts, a->stat_counts,
+                   a->expert_offset, a->seg, a->xr, a->pre_gate, a->pre_up, a->ye, a->s_gate, a->s_up};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) cudaCheck(cudaFree(dev[i]));
+    free(a->h_counts);
+    free(a->h_recv_counts);
+    free(a->h_recv_offset);
+    free(a->h_send_rows);
+    free(a->h_send_start);
+    free(a->h_recv_rows);
+    free(a->h_stage_start);
+    memset(a, 0, sizeof *a);
+}
+
+void moe_unfused_work_create(MoeUnfusedWork *w, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms) {
+    moe_gpu_dims_check(d, N_max, "moe_unfused_work_create");
+    memset(w, 0, sizeof *w);
+    w->d = *d;
+    w->N_max = N_max;
+    w->R_max = r_max(d, N_max);
+    if (comms) w->comms = *comms;
+    if (d->ep > 1) {
+        int n = 0, r = -1;
+        if (!w->comms.ep)
+            mokc_die(MOKC_EXIT_RUNTIME, "create the NCCL EP communicator (gpu_comms_init) before the MoE layer",
+                     "moe_unfused_work_create: ep = %d but no EP communicator", d->ep);
+        ncclCheck(ncclCommCount(w->comms.ep, &n));
+        ncclCheck(ncclCommUserRank(w->comms.ep, &r));
+        if (n != d->ep || r != d->ep_rank)
+            mokc_die(MOKC_EXIT_RUNTIME, "the EP communicator must hold the ep ranks of one group, ordered by ep_rank",
+                     "moe_unfused_work_create: ep = %d, ep_rank = %d but the EP communicator has %d ranks and this "
+                     "rank is %d there",
+                     d->ep, d->ep_rank, n, r);
+    } else {
+        w->comms.ep = NULL;
+    }
+    w->stats_ranks = 1;
+    if (w->comms.stats) ncclCheck(ncclCommCount(w->comms.stats, &w->stats_ranks));
+    BufList l;
+    work_layout(&l, w, d, N_max);
+    alloc_all(&l);
+    cublasCheck(cublasCreate(&w->blas));
+    const size_t nseg = (size_t)d->E;
+    cudaCheck(cudaMallocHost((void **)&w->pin_i, (1 + 2 * (size_t)d->E + 2 * nseg + 1) * sizeof(int)));
+    cudaCheck(cudaMallocHost((void **)&w->pin_d, sizeof(double)));
+}
+
+void moe_unfused_work_destroy(MoeUnfusedWork *w) {
+    void *dev[] = {w->logits, w->pnorm, w->aux_partial, w->psum, w->aux, w->fail, w->chunk_counts, w->slot_rank,
+                   w->recv_counts, w->x_bf16, w->xe, w->h, w->s_h, w->dgates, w->dye, w->dh, w->dpg, w->dpu,
+                   w->dxr, w->dy_bf16, w->ds_h, w->ds_gate, w->ds_up, w->stage, w->rows_out, w->dyr};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) cudaCheck(cudaFree(dev[i]));
+    if (w->blas) cublasCheck(cublasDestroy(w->blas));
+    if (w->pin_i) cudaCheck(cudaFreeHost(w->pin_i));
+    if (w->pin_d) cudaCheck(cudaFreeHost(w->pin_d));
+    memset(w, 0, sizeof *w);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The exchange between this rank (as a source) and the owners (as an owner)
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Source-side rows in expert order (owner p's block at send_start[p], send_rows[p] rows) <->
+ * owner-side staging in source-rank order (source p's block at stage_start[p], recv_rows[p] rows).
+ * to_owners: send = src rows, recv = stage; else send = stage, recv = src rows. The rows to and
+ * from oneself are a device copy. */
+static void exchange_rows(bf16_t *src_rows, bf16_t *stage, const MoeUnfusedActs *a, const MoeUnfusedWork *w,
+                          int to_owners, cudaStream_t stream) {
+    const MoeGpuDims *d = &w->d;
+    const size_t C = (size_t)d->C;
+    const int me = d->ep_rank;
+    ncclCheck(ncclGroupStart());
+    for (int p = 0; p < d->ep; p++) {
+        if (p == me) continue;
+        bf16_t *src_p = src_rows + (size_t)a->h_send_start[p] * C;
+        bf16_t *stage_p = stage + (size_t)a->h_stage_start[p] * C;
+        const size_t n_src = (size_t)a->h_send_rows[p] * C, n_stage = (size_t)a->h_recv_rows[p] * C;
+        if (to_owners) {
+            if (n_src) ncclCheck(ncclSend(src_p, n_src, ncclBfloat16, p, w->comms.ep, stream));
+            if (n_stage) ncclCheck(ncclRecv(stage_p, n_stage, ncclBfloat16, p, w->comms.ep, stream));
+        } else {
+            if (n_stage) ncclCheck(ncclSend(stage_p, n_stage, ncclBfloat16, p, w->comms.ep, stream));
+            if (n_src) ncclCheck(ncclRecv(src_p, n_src, ncclBfloat16, p, w->comms.ep, stream));
+        }
+    }
+    ncclCheck(ncclGroupEnd());
+    const size_t bytes = (size_t)a->h_send_rows[me] * C * sizeof(bf16_t); /* == recv_rows[me] rows */
+    if (bytes) {
+        bf16_t *src_me = src_rows + (size_t)a->h_send_start[me] * C;
+        bf16_t *stage_me = stage + (size_t)a->h_stage_start[me] * C;
+        if (to_owners) cudaCheck(cudaMemcpyAsync(stage_me, src_me, bytes, cudaMemcpyDeviceToDevice, stream));
+        else cudaCheck(cudaMemcpyAsync(src_me, stage_me, bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+}
+
+/* Everything the host learns from this forward's routing: the per-peer row counts, the owner-side
+ * grouping and the segment tables (uploaded to a->seg). Runs after the synchronisation. */
+static void host_plan(MoeUnfusedActs *a, MoeUnfusedWork *w, cudaStream_t stream) {
+    const MoeGpuDims *d = &w->d;
+    const int ep = d->ep, El = d->E / d->ep, nseg = d->E, me = d->ep_rank;
+    const int *pin_counts = w->pin_i + 1, *pin_recv = w->pin_i + 1 + d->E;
+    memcpy(a->h_counts, pin_counts, (size_t)d->E * sizeof(int));
+    memcpy(a->h_recv_counts, ep > 1 ? pin_recv : pin_counts, (size_t)d->E * sizeof(int));
+    int send = 0, stage = 0;
+    for (int p = 0; p < ep; p++) {
+        int s = 0, r = 0;
+        for (int el = 0; el < El; el++) {
+            s += a->h_counts[p * El + el];
+            r += a->h_recv_counts[p * El + el];
+        }
+        a->h_send_rows[p] = s;
+        a->h_send_start[p] = send;
+        a->h_recv_rows[p] = r;
+        a->h_stage_start[p] = stage;
+        send += s;
+        stage += r;
+    }
+    if (a->h_send_rows[me] != a->h_recv_rows[me])
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_unfused: rows to self %d != rows from self %d (internal)",
+                 a->h_send_rows[me], a->h_recv_rows[me]);
+    if ((long)stage > a->R_max)
+        mokc_die(MOKC_EXIT_RUNTIME, "every rank must call the MoE layer with the same number of tokens",
+                 "moe_unfused: %d rows arrived at this owner, more than the %ld it was sized for", stage, a->R_max);
+    a->rows_in = stage;
+    /* owner order: segment s = el * ep + p; source p's rows for local expert el follow its rows for
+     * the experts before el in its staging block */
+    int *owner_start = w->pin_i + 1 + 2 * d->E, *stage_start = owner_start + nseg + 1;
+    int *next = mallocCheck((size_t)ep * sizeof(int));
+    memcpy(next, a->h_stage_start, (size_t)ep * sizeof(int));
+    int row = 0;
+    for (int el = 0; el < El; el++) {
+        a->h_recv_offset[el] = row;
+        for (int p = 0; p < ep; p++) {
+            const int s = el * ep + p, n = a->h_recv_counts[p * El + el];
+            owner_start[s] = row;
+            stage_start[s] = next[p];
+            next[p] += n;
+            row += n;
+        }
+    }
+    free(next);
+    a->h_recv_offset[El] = row;
+    owner_start[nseg] = row;
+    if (ep > 1)
+        cudaCheck(cudaMemcpyAsync(a->seg, owner_start, (size_t)(2 * nseg + 1) * sizeof(int), cudaMemcpyHostToDevice,
+                                  stream));
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Forward
+ * ---------------------------------------------------------------------------------------------- */
+
+static void check_call(const MoeUnfusedActs *a, const MoeUnfusedWork *w, int N, const char *who) {
+    const MoeGpuDims *x = &a->d, *y = &w->d;
+    if (x->C != y->C || x->E != y->E || x->k != y->k || x->I != y->I || x->n_shared != y->n_shared ||
+        x->sigmoid != y->sigmoid || x->norm_topk != y->norm_topk || x->scaling != y->scaling || x->ep != y->ep ||
+        x->ep_rank != y->ep_rank)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: the activations and the work were created for different shapes", who);
+    if (N < 0 || N > a->N_max || N > w->N_max)
+        mokc_die(MOKC_EXIT_RUNTIME, "size the MoE buffers for the largest micro-batch",
+                 "%s: %d tokens but the buffers hold %d", who, N, a->N_max < w->N_max ? a->N_max : w->N_max);
+}
+
+void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x, const bf16_t *x_bf16,
+                         const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream) {
+    check_call(a, w, N, "moe_unfused_forward");
+    const MoeGpuDims *d = &w->d;
+    const int C = d->C, E = d->E, k = d->k, I = d->I, SI = d->n_shared * d->I, ep = d->ep, El = E / ep;
+    const long nslots = (long)N * k;
+    cublasCheck(cublasSetStream(w->blas, stream));
+    if (!x_bf16) {
+        gpu_cast_f32_to_bf16(w->x_bf16, x, (long)N * C, stream);
+        x_bf16 = w->x_bf16;
+    }
+
+    /* 1. router and routing */
+    gemm_rm(w->blas, 0, 0, N, E, C, x, GEMM_F32, wt->router, GEMM_F32, w->logits, GEMM_F32, 1.0f, 0.0f);
+    cudaCheck(cudaMemsetAsync(w->fail, 0, sizeof(int), stream));
+    gpu_moe_route(a->scores, a->topk, a->gates, w->pnorm, w->fail, w->logits, expert_bias, N, E, k, d->sigmoid,
+                  d->norm_topk, d->scaling, stream);
+    /* 2. dispatch plan */
+    gpu_moe_plan_count(w->chunk_counts, w->slot_rank, a->topk, nslots, E, stream);
+    gpu_moe_plan_scan(w->chunk_counts, a->counts, a->stat_counts, a->expert_offset, nslots, E, stream);
+    gpu_moe_plan_place(a->slot_row, a->row_slot, a->topk, w->slot_rank, w->chunk_counts, a->expert_offset, nslots, E,
+                       stream);
+    /* 3. aux statistic over the stats group */
+    const int chunks = gpu_moe_aux_chunks(N);
+    gpu_moe_aux_partial(w->aux_partial, a->scores, w->pnorm, N, E, stream);
+    gpu_moe_aux_psum(w->psum, w->aux_partial, chunks, E, stream);
+    if (w->comms.stats && w->stats_ranks > 1) {
+        ncclCheck(ncclGroupStart());
+        ncclCheck(ncclAllReduce(a->stat_counts, a->stat_counts, (size_t)E, ncclInt64, ncclSum, w->comms.stats, stream));
+        ncclCheck(ncclAllReduce(w->psum, w->psum, (size_t)E, ncclFloat64, ncclSum, w->comms.stats, stream));
+        ncclCheck(ncclGroupEnd());
+    }
+    gpu_moe_aux_loss(w->aux, w->psum, a->stat_counts, E, k, (double)N * w->stats_ranks, stream);
+    /* 4. the peers' counts: recv_counts[p * El + el] = rows source p sends to my local expert el */
+    if (ep > 1) {
+        ncclCheck(ncclGroupStart());
+        for (int p = 0; p < ep; p++) {
+            if (p == d->ep_rank) continue;
+            ncclCheck(ncclSend(a->counts + (size_t)p * El, (size_t)El, ncclInt32, p, w->comms.ep, stream));
+            ncclCheck(ncclRecv(w->recv_counts + (size_t)p * El, (size_t)El, ncclInt32, p, w->comms.ep, stream));
+        }
+        ncclCheck(ncclGroupEnd());
+        cudaCheck(cudaMemcpyAsync(w->recv_counts + (size_t)d->ep_rank * El, a->counts + (size_t)d->ep_rank * El,
+                                  (size_t)El * sizeof(int), cudaMemcpyDeviceToDevice, stream));
+    }
+    /* 5. the one host synchronisation */
+    cudaCheck(cudaMemcpyAsync(w->pin_i, w->fail, sizeof(int), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(w->pin_i + 1, a->counts, (size_t)E * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    if (ep > 1)
+        cudaCheck(cudaMemcpyAsync(w->pin_i + 1 + E, w->recv_counts, (size_t)E * sizeof(int), cudaMemcpyDeviceToHost,
+                                  stream));
+    cudaCheck(cudaMemcpyAsync(w->pin_d, w->aux, sizeof(double), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    if (w->pin_i[0])
+        mokc_die(MOKC_EXIT_RUNTIME, "the router weights, the input or expert_bias contain NaN; lower the learning rate",
+                 "moe_unfused_forward: top-%d selection found no candidate (non-finite router scores)", k);
+    a->aux_loss = w->pin_d[0];
+    a->N = N;
+    host_plan(a, w, stream);
+
+    /* 6. dispatch: rows in expert order, then (ep > 1) to the owners, regrouped by local expert */
+    bf16_t *xe = ep > 1 ? w->xe : a->xr; /* ep == 1: the owner rows are the dispatched rows */
+    gpu_moe_gather_rows(xe, x_bf16, a->row_slot, k, nslots, C, stream);
+    if (ep > 1) {
+        exchange_rows(w->xe, w->stage, a, w, 1, stream);
+        gpu_moe_regroup_rows(a->xr, w->stage, a->seg, a->seg + E + 1, E, a->rows_in, C, 1, stream);
+    }
+
+    /* 7. experts over contiguous row ranges of each local expert */
+    const size_t CI = (size_t)C * I;
+    for (int el = 0; el < El; el++) {
+        const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
+        if (M == 0) continue;
+        gemm_rm(w->blas, 0, 0, M, I, C, a->xr + (size_t)r0 * C, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16,
+                a->pre_gate + (size_t)r0 * I, GEMM_BF16, 1.0f, 0.0f);
+        gemm_rm(w->blas, 0, 0, M, I, C, a->xr + (size_t)r0 * C, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16,
+                a->pre_up + (size_t)r0 * I, GEMM_BF16, 1.0f, 0.0f);
+    }
+    gpu_swiglu_forward(w->h, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
+    bf16_t *out = ep > 1 ? w->rows_out : a->ye;
+    for (int el = 0; el < El; el++) {
+        const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
+        if (M == 0) continue;
+        gemm_rm(w->blas, 0, 0, M, C, I, w->h + (size_t)r0 * I, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
+                out + (size_t)r0 * C, GEMM_BF16, 1.0f, 0.0f);
+    }
+
+    /* 8. outputs back to their sources, in their expert order */
+    if (ep > 1) {
+        gpu_moe_regroup_rows(w->rows_out, w->stage, a->seg, a->seg + E + 1, E, a->rows_in, C, 0, stream);
+        exchange_rows(a->ye, w->stage, a, w, 0, stream);
+    }
+
+    /* 9. shared experts, 10. combine */
+    if (SI > 0 && N > 0) {
+        gemm_rm(w->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_gate, GEMM_BF16, a->s_gate, GEMM_BF16, 1.0f,
+                0.0f);
+        gemm_rm(w->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_up, GEMM_BF16, a->s_up, GEMM_BF16, 1.0f, 0.0f);
+        gpu_swiglu_forward(w->s_h, a->s_gate, a->s_up, (long)N * SI, stream);
+        gemm_rm(w->blas, 0, 0, N, C, SI, w->s_h, GEMM_BF16, wt->shared_down, GEMM_BF16, y, GEMM_F32, 1.0f, 0.0f);
+    }
+    gpu_moe_combine(y, a->ye, a->gates, a->slot_row, N, k, C, SI > 0, stream);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Backward
+ * ---------------------------------------------------------------------------------------------- */
+
+void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeUnfusedActs *a,
+                          MoeUnfusedWork *w, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N,
+                          cudaStream_t stream) {
+    check_call(a, w, N, "moe_unfused_backward");
+    if (a->N != N)
+        mokc_die(MOKC_EXIT_RUNTIME, "call the MoE backward after its forward, with the same tokens",
+                 "moe_unfused_backward: %d tokens but the last forward had %d", N, a->N);
+    const MoeGpuDims *d = &w->d;
+    const int C = d->C, E = d->E, k = d->k, I = d->I, SI = d->n_shared * d->I, ep = d->ep, El = E / ep;
+    cublasCheck(cublasSetStream(w->blas, stream));
+    if (!x_bf16) {
+        gpu_cast_f32_to_bf16(w->x_bf16, x, (long)N * C, stream);
+        x_bf16 = w->x_bf16;
+    }
+
+    /* 4'. combine: dye rows in expert order, dgates */
+    gpu_moe_combine_backward(w->dye, w->dgates, dy, a->ye, a->gates, a->slot_row, N, k, C, stream);
+
+    /* shared experts */
+    if (SI > 0 && N > 0) {
+        gpu_cast_f32_to_bf16(w->dy_bf16, dy, (long)N * C, stream);
+        gpu_swiglu_forward(w->s_h, a->s_gate, a->s_up, (long)N * SI, stream);
+        gemm_rm(w->blas, 0, 1, N, SI, C, w->dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, w->ds_h, GEMM_F32, 1.0f,
+                0.0f);
+        gemm_rm(w->blas, 1, 0, SI, C, N, w->s_h, GEMM_BF16, w->dy_bf16, GEMM_BF16, g->shared_down, GEMM_F32, 1.0f,
+                1.0f);
+        gpu_swiglu_backward(w->ds_gate, w->ds_up, w->ds_h, a->s_gate, a->s_up, (long)N * SI, stream);
+        gemm_rm(w->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, w->ds_gate, GEMM_BF16, g->shared_gate, GEMM_F32, 1.0f,
+                1.0f);
+        gemm_rm(w->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, w->ds_up, GEMM_BF16, g->shared_up, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm(w->blas, 0, 1, N, C, SI, w->ds_gate, GEMM_BF16, wt->shared_gate, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm(w->blas, 0, 1, N, C, SI, w->ds_up, GEMM_BF16, wt->shared_up, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
+    }
+
+    /* dy rows to the owners */
+    bf16_t *dyr = w->dye;
+    if (ep > 1) {
+        exchange_rows(w->dye, w->stage, a, w, 1, stream);
+        gpu_moe_regroup_rows(w->dyr, w->stage, a->seg, a->seg + E + 1, E, a->rows_in, C, 1, stream);
+        dyr = w->dyr;
+    }
+
+    /* 3'. experts: dh and dW_down, SwiGLU backward, dW_gate / dW_up and dx rows */
+    const size_t CI = (size_t)C * I;
+    gpu_swiglu_forward(w->h, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
+    for (int el = 0; el < El; el++) {
+        const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
+        if (M == 0) continue;
+        gemm_rm(w->blas, 0, 1, M, I, C, dyr + (size_t)r0 * C, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
+                w->dh + (size_t)r0 * I, GEMM_F32, 1.0f, 0.0f);
+        gemm_rm(w->blas, 1, 0, I, C, M, w->h + (size_t)r0 * I, GEMM_BF16, dyr + (size_t)r0 * C, GEMM_BF16,
+                g->w_down + el * CI, GEMM_F32, 1.0f, 1.0f);
+    }
+    gpu_swiglu_backward(w->dpg, w->dpu, w->dh, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
+    for (int el = 0; el < El; el++) {
+        const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
+        if (M == 0) continue;
+        const bf16_t *xr = a->xr + (size_t)r0 * C, *dpg = w->dpg + (size_t)r0 * I, *dpu = w->dpu + (size_t)r0 * I;
+        gemm_rm(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpg, GEMM_BF16, g->w_gate + el * CI, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpu, GEMM_BF16, g->w_up + el * CI, GEMM_F32, 1.0f, 1.0f);
+        float *dxr = w->dxr + (size_t)r0 * C;
+        gemm_rm(w->blas, 0, 1, M, C, I, dpg, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 0.0f);
+        gemm_rm(w->blas, 0, 1, M, C, I, dpu, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 1.0f);
+    }
+
+    /* dx rows (bf16) back to their sources, in their expert order: w->xe */
+    if (ep > 1) {
+        gpu_cast_f32_to_bf16(w->rows_out, w->dxr, (long)a->rows_in * C, stream);
+        gpu_moe_regroup_rows(w->rows_out, w->stage, a->seg, a->seg + E + 1, E, a->rows_in, C, 0, stream);
+        exchange_rows(w->xe, w->stage, a, w, 0, stream);
+    } else {
+        gpu_cast_f32_to_bf16(w->xe, w->dxr, (long)a->rows_in * C, stream);
+    }
+
+    /* 2'. dx += sum over j of the token's rows */
+    gpu_moe_scatter_add(dx, w->xe, a->slot_row, N, k, C, stream);
+
+    /* 1'. router: dlogits from the gates and the aux loss, then dW_router and dx (fp32 GEMMs) */
+    if (N > 0) {
+        float *dlogits = w->logits;
+        gpu_moe_route_backward(dlogits, w->dgates, a->scores, a->topk, a->stat_counts, daux,
+                               (double)N * w->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
+        gemm_rm(w->blas, 1, 0, C, E, N, x, GEMM_F32, dlogits, GEMM_F32, g->router, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm(w->blas, 0, 1, N, C, E, dlogits, GEMM_F32, wt->router, GEMM_F32, dx, GEMM_F32, 1.0f, 1.0f);
+    }
+}
