@@ -6,6 +6,7 @@ SHELL := /bin/bash
 NO_CUDA ?= 0
 ARCH ?= sm_90a
 SAN ?= 0
+FUZZ_SECONDS ?= 60
 BUILD ?= build
 CPU_ARCH ?= native
 
@@ -14,6 +15,9 @@ $(error NO_CUDA=$(NO_CUDA) is not valid; use NO_CUDA=0 (build the CUDA backend i
 endif
 ifeq ($(filter $(ARCH),sm_90a sm_100a),)
 $(error ARCH=$(ARCH) is not valid; use ARCH=sm_90a (Hopper) or ARCH=sm_100a (Blackwell))
+endif
+ifeq ($(shell echo '$(FUZZ_SECONDS)' | grep -Ex '[1-9][0-9]*'),)
+$(error FUZZ_SECONDS=$(FUZZ_SECONDS) is not valid; use a positive number of seconds per fuzz target)
 endif
 ifeq ($(filter $(SAN),0 1),)
 $(error SAN=$(SAN) is not valid; use SAN=0 or SAN=1 (address + undefined sanitizers))
@@ -38,9 +42,9 @@ comma := ,
 LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 
 NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
-             -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc -I$(NCCL_INC)
+             -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
 ifeq ($(WITH_CUDA),1)
-CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include -I$(NCCL_INC)
+CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
 LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 endif
 
@@ -54,7 +58,7 @@ TEST_SRCS := $(wildcard tests/*.c) $(if $(filter 1,$(WITH_CUDA)),$(wildcard test
 LIB_OBJS := $(HOST_SRCS:%.c=$(BUILD)/%.o) $(REAL_SRCS:%.c=$(BUILD)/%.f64.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps check-deps run test asan data clean help ptx sass
+.PHONY: all deps check-deps run test asan fuzz data clean help ptx sass
 all: check-deps mokc
 
 check-deps:
@@ -91,7 +95,7 @@ $(BUILD)/%.cu.o: %.cu $(BUILD)/flags
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 # Test suites are found by their TEST_SUITE(name, ...) line; the runner gets the list generated.
-$(BUILD)/tests/suites.h: $(TEST_SRCS)
+$(BUILD)/tests/suites.h: $(TEST_SRCS) $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@names=$$(grep -ho '^TEST_SUITE([a-z0-9_]*' $(TEST_SRCS) | sed 's/TEST_SUITE(//'); \
 	{ for n in $$names; do echo "extern const TestSuite suite_$$n;"; done; \
@@ -126,6 +130,30 @@ asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 NO_CUDA=1 build/asan/mokc build/asan/mokc_tests
 	@ASAN_OPTIONS=detect_leaks=0 MOKC_BIN=build/asan/mokc build/asan/mokc_tests $(T)
 
+# libFuzzer targets for the parsers of untrusted input (not run by CI): each runs FUZZ_SECONDS from
+# the small seed corpus in tests/fuzz/corpus/<target>; new inputs and crashes stay in build/fuzz/.
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc \
+              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+FUZZ_TARGETS := llmc_bin config
+fuzz_srcs_llmc_bin := src/import.c
+fuzz_srcs_config := src/config.c src/common.c
+.SECONDEXPANSION:
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(fuzz_srcs_$$*)
+	@command -v $(FUZZ_CC) >/dev/null || { echo "$(FUZZ_CC) not found: install clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(FUZZ_LIBS)
+
+fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus-$$t build/fuzz/crashes; \
+	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  build/fuzz/fuzz_$$t build/fuzz/corpus-$$t tests/fuzz/corpus/$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=65536 -artifact_prefix=build/fuzz/crashes/$$t- -print_final_stats=1 \
+	    || { echo "fuzz_$$t found a problem: the input is in build/fuzz/crashes/" >&2; exit 1; }; \
+	done
+
 data: deps
 	@bash scripts/fetch-data.sh
 
@@ -144,7 +172,7 @@ clean:
 	rm -rf build mokc
 
 help:
-	@echo "targets: all (default) deps run test asan data ptx sass clean"
-	@echo "options: NO_CUDA=0|1  ARCH=sm_90a|sm_100a  SAN=0|1  CPU_ARCH=native|<gcc -march>  T=<test filter>"
+	@echo "targets: all (default) deps run test asan fuzz data ptx sass clean"
+	@echo "options: NO_CUDA=0|1  ARCH=sm_90a|sm_100a  SAN=0|1  CPU_ARCH=native|<gcc -march>  T=<test filter>  FUZZ_SECONDS=<s>"
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

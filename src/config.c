@@ -82,7 +82,7 @@ static const KeyDesc keys[] = {
     INT("data.val_every", data.val_every, 0, 0, BIG, "steps between validation passes; 0 = only after the last step"),
     INT("data.val_batches", data.val_batches, 8, 1, BIG, "micro-batches per validation pass"),
     STR("checkpoint.dir", checkpoint.dir, "directory of checkpoints; \"\" = none"),
-    INT("checkpoint.every", checkpoint.every, 0, 0, BIG, "steps between checkpoints; 0 = none"),
+    INT("checkpoint.every", checkpoint.every, 0, 0, BIG, "steps between checkpoints; 0 = only after the last step and on a stop signal"),
     INT("checkpoint.keep", checkpoint.keep, 3, 1, BIG, "newest complete checkpoints kept"),
     STR("checkpoint.resume", checkpoint.resume, "\"\" = fresh start, \"auto\" = newest complete checkpoint, or a checkpoint path"),
     STR("log.metrics_path", log.metrics_path, "JSON-lines file, one object per step; \"\" = none"),

@@ -18,6 +18,8 @@
 
 #include <hdf5.h>
 
+#include "h5io.h"
+
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen) {
@@ -29,114 +31,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
     return 1;
 }
 
-/* ---------- HDF5 helpers ---------- */
-
-typedef struct {
-    H5E_auto2_t func;
-    void *data;
-} H5Quiet;
-
-/* The previous handler is restored afterwards so that other modules keep their own choice. */
-static void h5_quiet_begin(H5Quiet *q) {
-    q->func = NULL;
-    q->data = NULL;
-    H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-static void h5_quiet_end(const H5Quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
-
-typedef struct {
-    char text[200];
-    int found;
-} H5Reason;
-
-static herr_t h5_reason_cb(unsigned n, const H5E_error2_t *e, void *data) {
-    (void)n;
-    H5Reason *r = data;
-    if (!r->found && e->desc && e->desc[0]) {
-        snprintf(r->text, sizeof r->text, "%s", e->desc);
-        r->found = 1;
-    }
-    return 0;
-}
-
-/* The most specific description on the error stack of the call that just failed (walking
- * upward starts at the innermost function), e.g. "truncated file: eof = ...". */
-static const char *h5_reason(H5Reason *r) {
-    r->found = 0;
-    snprintf(r->text, sizeof r->text, "no detail from HDF5");
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_reason_cb, r);
-    return r->text;
-}
-
-/* File access properties: no locking for readers (every rank opens the same file, and cluster
- * file systems often lack flock); writers lock but tolerate file systems without locks. */
-static hid_t h5_fapl(int for_write) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-#if H5_VERSION_GE(1, 10, 7)
-    if (fapl >= 0) H5Pset_file_locking(fapl, for_write ? 1 : 0, 1);
-#else
-    (void)for_write;
-#endif
-    return fapl;
-}
-
-static void h5_close_all(hid_t *ids, int n) {
-    for (int i = 0; i < n; i++) {
-        if (ids[i] < 0) continue;
-        switch (H5Iget_type(ids[i])) {
-        case H5I_FILE: H5Fclose(ids[i]); break;
-        case H5I_DATASET: H5Dclose(ids[i]); break;
-        case H5I_DATASPACE: H5Sclose(ids[i]); break;
-        case H5I_DATATYPE: H5Tclose(ids[i]); break;
-        case H5I_ATTR: H5Aclose(ids[i]); break;
-        case H5I_GENPROP_LST: H5Pclose(ids[i]); break;
-        default: break;
-        }
-        ids[i] = -1;
-    }
-}
-
-static int write_attr(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    if (space < 0) return -1;
-    hid_t attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = -1;
-    if (attr >= 0) {
-        rc = H5Awrite(attr, mem_type, value) < 0 ? -1 : 0;
-        if (H5Aclose(attr) < 0) rc = -1;
-    }
-    H5Sclose(space);
-    return rc;
-}
-
-static int write_attr_string(hid_t obj, const char *name, const char *value) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    if (type < 0) return -1;
-    int rc = -1;
-    if (H5Tset_size(type, strlen(value) + 1) >= 0 && H5Tset_strpad(type, H5T_STR_NULLTERM) >= 0)
-        rc = write_attr(obj, name, type, type, value);
-    H5Tclose(type);
-    return rc;
-}
-
 /* ---------- writing ---------- */
-
-/* Makes a rename durable; file systems that cannot fsync a directory are not an error. */
-static void fsync_parent_dir(const char *path) {
-    char *dir = strdup(path);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir) d = "/";
-    else if (slash) { *slash = '\0'; d = dir; }
-    int fd = open(d, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
 
 int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int vocab_size,
                       const char *source, const char *tokenizer, char *err, size_t errlen) {
@@ -158,14 +53,14 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
     snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
 
     H5Quiet quiet;
-    h5_quiet_begin(&quiet);
+    h5io_quiet_begin(&quiet);
     H5Reason why;
     enum { FAPL, FILE_, SPACE, DSET, NIDS };
     hid_t ids[NIDS] = {-1, -1, -1, -1};
     int rc = 1;
     const char *what = NULL; /* the step that failed, for the message */
 
-    ids[FAPL] = h5_fapl(1);
+    ids[FAPL] = h5io_fapl(1);
     errno = 0;
     ids[FILE_] = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, ids[FAPL] >= 0 ? ids[FAPL] : H5P_DEFAULT);
     if (ids[FILE_] < 0) {
@@ -173,7 +68,7 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
         fail(err, errlen,
              "cannot create '%s' (temporary file for '%s'): %s (HDF5: %s); check that the directory "
              "exists and is writable",
-             tmp, path, e ? strerror(e) : "error", h5_reason(&why));
+             tmp, path, e ? strerror(e) : "error", h5io_reason(&why));
         goto done;
     }
     hsize_t dims[1] = {(hsize_t)n};
@@ -188,11 +83,11 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
     }
     int vocab = vocab_size, version = DATA_FORMAT_VERSION;
     int64_t count = n;
-    if (write_attr(ids[FILE_], "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &vocab) < 0 ||
-        write_attr(ids[FILE_], "num_tokens", H5T_STD_I64LE, H5T_NATIVE_INT64, &count) < 0 ||
-        write_attr_string(ids[FILE_], "source", source ? source : "") < 0 ||
-        write_attr_string(ids[FILE_], "tokenizer", tokenizer ? tokenizer : "") < 0 ||
-        write_attr(ids[FILE_], "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version) < 0) {
+    if (h5io_write_attr(ids[FILE_], "vocab_size", H5T_STD_I32LE, H5T_NATIVE_INT, &vocab) < 0 ||
+        h5io_write_attr(ids[FILE_], "num_tokens", H5T_STD_I64LE, H5T_NATIVE_INT64, &count) < 0 ||
+        h5io_write_attr_string(ids[FILE_], "source", source ? source : "") < 0 ||
+        h5io_write_attr_string(ids[FILE_], "tokenizer", tokenizer ? tokenizer : "") < 0 ||
+        h5io_write_attr(ids[FILE_], "format_version", H5T_STD_I32LE, H5T_NATIVE_INT, &version) < 0) {
         what = "writing the attributes";
         goto h5fail;
     }
@@ -215,16 +110,16 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
              "directory is writable", tmp, path, strerror(errno), path);
         goto done;
     }
-    fsync_parent_dir(path);
+    h5io_fsync_parent(path);
     rc = 0;
     goto done;
 
 h5fail:
     fail(err, errlen, "cannot write '%s' (%s): HDF5: %s; check free disk space and permissions", tmp,
-         what, h5_reason(&why));
+         what, h5io_reason(&why));
 done:
-    h5_close_all(ids, NIDS);
-    h5_quiet_end(&quiet);
+    h5io_close_all(ids, NIDS);
+    h5io_quiet_end(&quiet);
     if (rc != 0) unlink(tmp); /* never leave a partial file behind */
     free(tmp);
     return rc;
@@ -239,75 +134,35 @@ static hid_t attr_holder(hid_t file, hid_t dset, const char *name) {
     return -1;
 }
 
-static const char *type_class_name(H5T_class_t c) {
-    switch (c) {
-    case H5T_INTEGER: return "integer";
-    case H5T_FLOAT: return "floating-point";
-    case H5T_STRING: return "string";
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum";
-    case H5T_ARRAY: return "array";
-    case H5T_VLEN: return "variable-length";
-    default: return "non-numeric";
-    }
-}
-
-/* Reads a single-valued integer attribute. Returns 0, or fills err. */
-static int read_attr_int64(hid_t obj, const char *path, const char *name, int64_t *out, char *err,
-                           size_t errlen) {
-    hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
-    if (attr < 0) return fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
-    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+/* Reads /tokens slice by slice as int64 (so that any integer type, signed or not, converts
+ * exactly) and checks every id against [0, vocab). Returns 0, or fills err. */
+static int read_tokens(hid_t dset, hid_t file_space, const char *path, uint32_t *out, int64_t n, int64_t vocab,
+                       char *err, size_t errlen) {
+    enum { SLICE = 1 << 20 };
+    int64_t *buf = malloc(sizeof(int64_t) * (size_t)(n < SLICE ? n : SLICE));
+    if (!buf) return fail(err, errlen, "out of memory loading the tokens of '%s'", path);
     int rc = 0;
-    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    if (cls != H5T_INTEGER)
-        rc = fail(err, errlen, "attribute '%s' of '%s' is %s; expected an integer", name, path,
-                  type_class_name(cls));
-    else if (space < 0 || H5Sget_simple_extent_npoints(space) != 1)
-        rc = fail(err, errlen, "attribute '%s' of '%s' must hold a single value", name, path);
-    else if (H5Aread(attr, H5T_NATIVE_INT64, out) < 0)
-        rc = fail(err, errlen, "cannot read attribute '%s' of '%s' as an integer", name, path);
-    if (space >= 0) H5Sclose(space);
-    if (type >= 0) H5Tclose(type);
-    H5Aclose(attr);
-    return rc;
-}
-
-/* Reads a single string attribute (fixed or variable length) into a malloc'ed string. */
-static int read_attr_string(hid_t obj, const char *path, const char *name, char **out, char *err,
-                            size_t errlen) {
-    *out = NULL;
-    hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
-    if (attr < 0) return fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
-    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
-    int rc = 0;
-    if (type < 0 || H5Tget_class(type) != H5T_STRING) {
-        rc = fail(err, errlen, "attribute '%s' of '%s' is %s; expected a string", name, path,
-                  type_class_name(type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS));
-    } else if (space < 0 || H5Sget_simple_extent_npoints(space) != 1) {
-        rc = fail(err, errlen, "attribute '%s' of '%s' must hold a single string", name, path);
-    } else if (H5Tis_variable_str(type) > 0) {
-        char *s = NULL;
-        if (H5Aread(attr, type, &s) < 0 || !s) {
-            rc = fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
-        } else {
-            *out = strdup(s);
-            H5free_memory(s);
-        }
-    } else {
-        size_t size = H5Tget_size(type);
-        char *buf = calloc(size + 1, 1);
-        if (!buf || H5Aread(attr, type, buf) < 0) {
-            free(buf);
-            rc = fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
-        } else {
-            *out = buf;
+    for (int64_t begin = 0; begin < n && rc == 0; begin += SLICE) {
+        hsize_t start[1] = {(hsize_t)begin}, count[1] = {(hsize_t)(n - begin < SLICE ? n - begin : SLICE)};
+        hid_t mem = H5Screate_simple(1, count, NULL);
+        H5Reason why;
+        if (mem < 0 || H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+            H5Dread(dset, H5T_NATIVE_INT64, mem, file_space, H5P_DEFAULT, buf) < 0)
+            rc = fail(err, errlen, "cannot read the tokens of '%s': the file is truncated or corrupt (HDF5: "
+                      "%s); re-create it with 'mokc prepare'", path, h5io_reason(&why));
+        if (mem >= 0) H5Sclose(mem);
+        for (hsize_t i = 0; rc == 0 && i < count[0]; i++) {
+            int64_t t = buf[i];
+            if (t < 0 || t >= vocab)
+                rc = fail(err, errlen,
+                          "'%s': token %lld at index %lld is %s %lld; the file is corrupt or was made for "
+                          "another tokenizer (re-create it with 'mokc prepare')",
+                          path, (long long)t, (long long)(begin + (int64_t)i), t < 0 ? "negative; ids are 0 .." : ">= vocab_size",
+                          t < 0 ? (long long)vocab - 1 : (long long)vocab);
+            else out[begin + (int64_t)i] = (uint32_t)t;
         }
     }
-    if (rc == 0 && !*out) rc = fail(err, errlen, "out of memory reading '%s'", path);
-    if (space >= 0) H5Sclose(space);
-    if (type >= 0) H5Tclose(type);
-    H5Aclose(attr);
+    free(buf);
     return rc;
 }
 
@@ -335,7 +190,7 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
         return fail(err, errlen, "cannot read token file '%s': %s", path, strerror(errno));
 
     H5Quiet quiet;
-    h5_quiet_begin(&quiet);
+    h5io_quiet_begin(&quiet);
     H5Reason why;
     enum { FAPL, FILE_, DSET, SPACE, TYPE, NIDS };
     hid_t ids[NIDS] = {-1, -1, -1, -1, -1};
@@ -355,23 +210,23 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
              path, (long long)st.st_size, path);
         goto done;
     }
-    ids[FAPL] = h5_fapl(0);
+    ids[FAPL] = h5io_fapl(0);
     ids[FILE_] = H5Fopen(path, H5F_ACC_RDONLY, ids[FAPL] >= 0 ? ids[FAPL] : H5P_DEFAULT);
     if (ids[FILE_] < 0) {
         fail(err, errlen,
              "cannot open HDF5 file '%s' (%lld bytes): it is truncated or corrupt (HDF5: %s); "
              "re-create it with 'mokc prepare'",
-             path, (long long)st.st_size, h5_reason(&why));
+             path, (long long)st.st_size, h5io_reason(&why));
         goto done;
     }
     if (H5Lexists(ids[FILE_], "tokens", H5P_DEFAULT) <= 0) {
-        fail(err, errlen, "'%s' has no dataset '/tokens'; it is not a mokc token file (make one with "
-             "'mokc prepare')", path);
+        fail(err, errlen, "'%s' has no dataset '/tokens'; a token file holds its ids in a 1-D integer dataset named "
+             "'tokens' (make one with 'mokc prepare')", path);
         goto done;
     }
     ids[DSET] = H5Dopen2(ids[FILE_], "tokens", H5P_DEFAULT);
     if (ids[DSET] < 0) {
-        fail(err, errlen, "'/tokens' in '%s' is not a readable dataset (HDF5: %s)", path, h5_reason(&why));
+        fail(err, errlen, "'/tokens' in '%s' is not a readable dataset (HDF5: %s)", path, h5io_reason(&why));
         goto done;
     }
     ids[SPACE] = H5Dget_space(ids[DSET]);
@@ -385,39 +240,29 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
     H5Sget_simple_extent_dims(ids[SPACE], dims, NULL);
     ids[TYPE] = H5Dget_type(ids[DSET]);
     H5T_class_t cls = ids[TYPE] >= 0 ? H5Tget_class(ids[TYPE]) : H5T_NO_CLASS;
-    size_t tsize = ids[TYPE] >= 0 ? H5Tget_size(ids[TYPE]) : 0;
-    if (cls != H5T_INTEGER || H5Tget_sign(ids[TYPE]) != H5T_SGN_NONE || (tsize != 2 && tsize != 4)) {
-        fail(err, errlen,
-             "dataset '/tokens' in '%s' holds %s%s values of %zu bytes; expected unsigned 16- or "
-             "32-bit integers (uint16/uint32) as written by 'mokc prepare'",
-             path, cls == H5T_INTEGER && H5Tget_sign(ids[TYPE]) != H5T_SGN_NONE ? "signed " : "",
-             type_class_name(cls), tsize);
+    if (cls != H5T_INTEGER) {
+        fail(err, errlen, "dataset '/tokens' in '%s' holds %s values; expected integer token ids "
+             "(mokc prepare writes uint16/uint32)", path, h5io_type_class_name(cls));
         goto done;
     }
 
-    static const char *const required[] = {"vocab_size", "num_tokens", "source", "tokenizer",
-                                           "format_version"};
-    hid_t holder[5];
-    for (int i = 0; i < 5; i++) {
-        holder[i] = attr_holder(ids[FILE_], ids[DSET], required[i]);
-        if (holder[i] < 0) {
-            fail(err, errlen, "'%s' lacks the attribute '%s'; it was not written by 'mokc prepare' "
-                 "(re-create it with 'mokc prepare')", path, required[i]);
-            goto done;
-        }
-    }
-    int64_t vocab = 0, num_tokens = 0, version = 0;
-    if (read_attr_int64(holder[0], path, "vocab_size", &vocab, err, errlen) ||
-        read_attr_int64(holder[1], path, "num_tokens", &num_tokens, err, errlen) ||
-        read_attr_string(holder[2], path, "source", &source, err, errlen) ||
-        read_attr_string(holder[3], path, "tokenizer", &tokenizer, err, errlen) ||
-        read_attr_int64(holder[4], path, "format_version", &version, err, errlen))
-        goto done;
+    /* Files from other tools need only /tokens: every attribute is optional, and checked when present. */
+    int64_t vocab = expected_vocab, num_tokens = (int64_t)dims[0], version = DATA_FORMAT_VERSION;
+    hid_t holder = attr_holder(ids[FILE_], ids[DSET], "format_version");
+    if (holder >= 0 && h5io_read_attr_int64(holder, path, "format_version", &version, err, errlen)) goto done;
     if (version != DATA_FORMAT_VERSION) {
         fail(err, errlen, "'%s' has format_version %lld; this mokc reads version %d (re-create it with "
              "this mokc's 'prepare')", path, (long long)version, DATA_FORMAT_VERSION);
         goto done;
     }
+    holder = attr_holder(ids[FILE_], ids[DSET], "vocab_size");
+    if (holder < 0 && expected_vocab <= 0) {
+        fail(err, errlen, "'%s' has no vocab_size attribute and no model vocabulary was given to check "
+             "its tokens against; add the attribute (an integer on '/') or re-create the file with "
+             "'mokc prepare'", path);
+        goto done;
+    }
+    if (holder >= 0 && h5io_read_attr_int64(holder, path, "vocab_size", &vocab, err, errlen)) goto done;
     if (vocab < 1 || vocab > INT_MAX) {
         fail(err, errlen, "'%s' has an invalid vocab_size attribute %lld", path, (long long)vocab);
         goto done;
@@ -429,10 +274,22 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
              path, (long long)vocab, expected_vocab, (long long)vocab);
         goto done;
     }
+    holder = attr_holder(ids[FILE_], ids[DSET], "num_tokens");
+    if (holder >= 0 && h5io_read_attr_int64(holder, path, "num_tokens", &num_tokens, err, errlen)) goto done;
     if (num_tokens < 0 || (hsize_t)num_tokens != dims[0]) {
         fail(err, errlen, "'%s' says num_tokens = %lld but dataset '/tokens' holds %llu tokens; the file "
              "is damaged (re-create it with 'mokc prepare')",
              path, (long long)num_tokens, (unsigned long long)dims[0]);
+        goto done;
+    }
+    holder = attr_holder(ids[FILE_], ids[DSET], "source");
+    source = holder < 0 ? strdup("") : NULL;
+    if (holder >= 0 && h5io_read_attr_string(holder, path, "source", &source, err, errlen)) goto done;
+    holder = attr_holder(ids[FILE_], ids[DSET], "tokenizer");
+    tokenizer = holder < 0 ? strdup("") : NULL;
+    if (holder >= 0 && h5io_read_attr_string(holder, path, "tokenizer", &tokenizer, err, errlen)) goto done;
+    if (!source || !tokenizer) {
+        fail(err, errlen, "out of memory opening '%s'", path);
         goto done;
     }
     if (num_tokens == 0) {
@@ -449,21 +306,7 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
         fail(err, errlen, "out of memory loading %lld tokens from '%s'", (long long)num_tokens, path);
         goto done;
     }
-    /* HDF5 widens uint16 to uint32 during the read. */
-    if (H5Dread(ids[DSET], H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens) < 0) {
-        fail(err, errlen, "cannot read the tokens of '%s': the file is truncated or corrupt (HDF5: %s); "
-             "re-create it with 'mokc prepare'", path, h5_reason(&why));
-        goto done;
-    }
-    for (int64_t i = 0; i < num_tokens; i++) {
-        if (tokens[i] >= (uint64_t)vocab) {
-            fail(err, errlen,
-                 "'%s': token %u at index %lld is >= vocab_size %lld; the file is corrupt or was made "
-                 "for another tokenizer (re-create it with 'mokc prepare')",
-                 path, tokens[i], (long long)i, (long long)vocab);
-            goto done;
-        }
-    }
+    if (read_tokens(ids[DSET], ids[SPACE], path, tokens, num_tokens, vocab, err, errlen)) goto done;
 
     set->path = strdup(path);
     if (!set->path) {
@@ -480,8 +323,8 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
     source = tokenizer = NULL;
     rc = 0;
 done:
-    h5_close_all(ids, NIDS);
-    h5_quiet_end(&quiet);
+    h5io_close_all(ids, NIDS);
+    h5io_quiet_end(&quiet);
     free(tokens);
     free(source);
     free(tokenizer);

@@ -11,6 +11,9 @@
  *     tokenizer        string  "bytes" for byte-level tokens (one token per byte, id = byte value)
  *     format_version   int32   1
  * Inspect one with `h5dump -A FILE.h5`.
+ * Files written by other tools are read too: only /tokens is required, as a 1-D dataset of any
+ * integer type (signed or unsigned, 8 to 64 bits); each attribute is optional and checked when
+ * present (a missing vocab_size means the model's, and every id must be in [0, vocab_size)).
  *
  * Windows and batches: a sequence is a window of seq_len + 1 tokens (inputs = the first seq_len,
  * targets = the same shifted by one). Window i covers tokens [i*seq_len, i*seq_len + seq_len + 1),
@@ -66,7 +69,7 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
 
 /* Opens and validates a token file and loads all its tokens (as uint32) into memory; checks
  * the HDF5 structure, dtype, attributes, vocab_size == expected_vocab (expected_vocab <= 0 skips
- * that check) and that every token is < vocab_size. On failure *set is left empty
+ * that check, and then the file must carry vocab_size) and that every token is in [0, vocab_size). On failure *set is left empty
  * (data_close is still safe). Whole-file loading suits the small sets this engine trains on;
  * large sets would read window by window through a hyperslab instead. */
 int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, size_t errlen);

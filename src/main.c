@@ -13,13 +13,16 @@
 #include "prepare.h"
 #include "train.h"
 #include "version.h"
+#ifdef MOKC_CUDA
+#include "gpu/bench_moe.h"
+#endif
 
 static const char *usage_text =
     "usage: mokc <command> [options]\n"
     "\n"
     "commands:\n"
     "  train SPEC.json [--set key.path=value ...]   train the model a JSON spec describes\n"
-    "  prepare --text FILE --out DATA.h5 [...]      text -> byte tokens in HDF5\n"
+    "  prepare --text FILE --out DATA.h5 [...]      text -> byte tokens in HDF5 (--bin/--raw-*: import ids)\n"
     "  bench moe|gemm|attn --config SPEC.json       GPU benchmarks (needs the CUDA backend)\n"
     "  check                                        GPU kernels vs the CPU reference\n"
     "  version                                      version, build options, library versions\n"
@@ -78,6 +81,12 @@ static int cmd_help(int argc, char **argv) {
         char *prepare_help[] = {"prepare", "--help", NULL};
         return cmd_prepare(2, prepare_help);
     }
+#ifdef MOKC_CUDA
+    if (strcmp(topic, "bench") == 0) {
+        char *bench_help[] = {"bench", "--help", NULL};
+        return cmd_bench(2, bench_help);
+    }
+#endif
     if (strcmp(topic, "bench") == 0 || strcmp(topic, "check") == 0 || strcmp(topic, "version") == 0 ||
         strcmp(topic, "help") == 0) {
         fputs(usage_text, stdout);
@@ -91,7 +100,11 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, train_help);
     if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0) return not_built("bench", "the CUDA backend (issues 6 and 7)");
+#ifdef MOKC_CUDA
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+#else
+    if (strcmp(cmd, "bench") == 0) return not_built("bench", "a build with the CUDA backend (nvcc and NCCL found)");
+#endif
     if (strcmp(cmd, "check") == 0) return not_built("check", "the CUDA kernels (issue 6)");
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)

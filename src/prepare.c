@@ -1,14 +1,17 @@
 /*
- * `mokc prepare --text FILE --out DATA.h5 [--val-out VAL.h5] [--val-fraction 0.05]`: byte-level
- * tokenization (token id = byte value, vocab 256). The first (1 - fraction) of the bytes become
- * the training set and the last fraction the validation set, so the two never share text. Output
- * files are written crash-safely by data_write_tokens.
+ * `mokc prepare`: input -> HDF5 token files (data.h) for training and validation. Inputs are a
+ * text, tokenized byte by byte (token id = byte value, vocab 256), or tokens another tokenizer
+ * already made (llm.c .bin shards, raw uint16/uint32 arrays: import.h), so users keep theirs.
+ * The first (1 - fraction) of the tokens become the training set and the last fraction the
+ * validation set, so the two never share text. Output files are written crash-safely by
+ * data_write_tokens.
  */
 #include "prepare.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,22 +20,34 @@
 
 #include "common.h"
 #include "data.h"
+#include "import.h"
 
 #define BYTE_VOCAB 256
 
 static const char usage_text[] =
-    "usage: mokc prepare --text FILE --out DATA.h5 [--val-out VAL.h5] [--val-fraction F]\n"
+    "usage: mokc prepare (--text FILE | --bin FILE.bin | --raw-u16 FILE | --raw-u32 FILE) --out DATA.h5\n"
+    "                    [--vocab N] [--tokenizer NAME] [--val-out VAL.h5] [--val-fraction F]\n"
     "\n"
-    "Tokenizes a text file byte by byte (vocab 256) into HDF5 token files for 'mokc train'.\n"
+    "Writes HDF5 token files for 'mokc train': from a text, tokenized byte by byte (vocab 256), or\n"
+    "from the ids another tokenizer made, so you keep your tokenizer.\n"
     "\n"
     "  --text FILE        input text (any bytes; UTF-8 is kept as its bytes)\n"
-    "  --out DATA.h5      training tokens: the first (1 - F) of the bytes\n"
-    "  --val-out VAL.h5   validation tokens: the last F of the bytes\n"
+    "  --bin FILE.bin     an llm.c token shard: 256 x int32 header (magic 20240520: uint16 ids,\n"
+    "                     20240801: uint32 ids), then the ids\n"
+    "  --raw-u16 FILE     a bare array of little-endian uint16 ids (e.g. numpy's tofile)\n"
+    "  --raw-u32 FILE     the same with uint32 ids\n"
+    "  --vocab N          the tokenizer's vocabulary size: required with --bin and --raw-*, and\n"
+    "                     every id must be below it (it becomes the file's vocab_size)\n"
+    "  --tokenizer NAME   recorded in the file (default: bytes for text, gpt2/llama3 for llm.c\n"
+    "                     shards, unknown for raw ids)\n"
+    "  --out DATA.h5      training tokens: the first (1 - F) of the input\n"
+    "  --val-out VAL.h5   validation tokens: the last F of the input\n"
     "                     (default: DATA with .h5 replaced by -val.h5)\n"
     "  --val-fraction F   validation share in [0, 0.5], default 0.05; 0 writes no validation file\n"
     "  --help             this text\n"
     "\n"
-    "example: mokc prepare --text data/devils-dictionary.txt --out data/devil.h5\n";
+    "examples: mokc prepare --text data/devils-dictionary.txt --out data/devil.h5\n"
+    "          mokc prepare --bin fineweb_val_000000.bin --vocab 50257 --out data/fw-val.h5 --val-fraction 0\n";
 
 static int prep_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Same shape as mokc_die's output, but returns so that the caller (and tests) get the code. */
@@ -59,21 +74,22 @@ static int same_file(const char *a, const char *b) {
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* Reads a whole regular file. Returns 0, or prints the error and returns the exit code. */
-static int read_text(const char *path, unsigned char **data, int64_t *size) {
+/* Reads a whole regular file (flag: the option that named it). Returns 0, or prints the error and
+ * returns the exit code. */
+static int read_input(const char *flag, const char *path, unsigned char **data, int64_t *size) {
     *data = NULL;
     *size = 0;
     struct stat st;
     if (stat(path, &st) != 0)
-        return prep_error("check the path given to --text", "cannot read text file '%s': %s", path,
-                          strerror(errno));
+        return prep_error("check the path given to the input option", "cannot read %s file '%s': %s", flag,
+                          path, strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return prep_error("--text takes a plain text file", "'%s' is not a regular file", path);
+        return prep_error("the input must be a plain file", "'%s' is not a regular file", path);
     if (st.st_size == 0)
-        return prep_error("give a text file with some content", "text file '%s' is empty", path);
+        return prep_error("give a file with some content", "%s file '%s' is empty", flag, path);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return prep_error("check the file's permissions", "cannot read text file '%s': %s", path,
+        return prep_error("check the file's permissions", "cannot read %s file '%s': %s", flag, path,
                           strerror(errno));
     unsigned char *buf = malloc((size_t)st.st_size);
     if (!buf) {
@@ -85,26 +101,28 @@ static int read_text(const char *path, unsigned char **data, int64_t *size) {
     fclose(f);
     if (bad || got == 0) {
         free(buf);
-        return prep_error("check the file's permissions", "cannot read text file '%s'", path);
+        return prep_error("check the file's permissions", "cannot read %s file '%s'", flag, path);
     }
     *data = buf;
     *size = (int64_t)got; /* a file that shrank while we read it: use what was there */
     return 0;
 }
 
-static int write_split(const char *out, const unsigned char *bytes, int64_t begin, int64_t end,
-                       int64_t total, const char *text) {
-    int64_t n = end - begin;
-    uint32_t *tokens = malloc((size_t)n * sizeof *tokens);
-    if (!tokens) return prep_error(NULL, "out of memory for %lld tokens", (long long)n);
-    for (int64_t i = 0; i < n; i++) tokens[i] = bytes[begin + i]; /* byte-level: id = byte */
-    char source[4200];
-    snprintf(source, sizeof source, "%s bytes [%lld, %lld) of %lld", text, (long long)begin,
-             (long long)end, (long long)total);
+typedef struct {
+    const char *path, *format; /* the input and its format ("bytes", or import_format_name) */
+    uint32_t *tokens;
+    int64_t n;
+    int vocab;
+    const char *tokenizer;
+} Tokens;
+
+static int write_split(const char *out, const Tokens *t, int64_t begin, int64_t end) {
+    char source[4300];
+    bool bytes = strcmp(t->format, "bytes") == 0;
+    snprintf(source, sizeof source, "%s %s%s%s [%lld, %lld) of %lld", t->path, bytes ? "" : "(", t->format,
+             bytes ? "" : ") tokens", (long long)begin, (long long)end, (long long)t->n);
     char err[1024];
-    int rc = data_write_tokens(out, tokens, n, BYTE_VOCAB, source, "bytes", err, sizeof err);
-    free(tokens);
-    if (rc != 0) {
+    if (data_write_tokens(out, t->tokens + begin, end - begin, t->vocab, source, t->tokenizer, err, sizeof err)) {
         fflush(stdout);
         fprintf(stderr, "mokc: error: prepare: %s\n", err);
         return MOKC_EXIT_RUNTIME;
@@ -112,8 +130,66 @@ static int write_split(const char *out, const unsigned char *bytes, int64_t begi
     return 0;
 }
 
+/* Parses --vocab: required with token inputs, meaningless with --text. */
+static int parse_vocab(const char *vocab_str, const char *input_flag, int *vocab) {
+    if (strcmp(input_flag, "--text") == 0) {
+        if (vocab_str)
+            return prep_error("drop --vocab: a text is tokenized byte by byte (vocab 256)",
+                              "--vocab is for --bin/--raw-u16/--raw-u32 inputs, not --text");
+        *vocab = BYTE_VOCAB;
+        return 0;
+    }
+    if (!vocab_str)
+        return prep_error("pass the vocabulary size of the tokenizer that made the ids, e.g. --vocab 50257 "
+                          "for GPT-2", "%s needs --vocab N (the ids cannot tell their vocabulary)", input_flag);
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(vocab_str, &end, 10);
+    if (end == vocab_str || *end != '\0' || errno != 0 || v < 2 || v > INT32_MAX)
+        return prep_error("give an integer such as --vocab 50257", "--vocab '%s' is not an integer >= 2",
+                          vocab_str);
+    *vocab = (int)v;
+    return 0;
+}
+
+/* Reads the input into token ids. */
+static int load_tokens(const char *flag, const char *path, int vocab, const char *tokenizer, Tokens *t) {
+    unsigned char *bytes = NULL;
+    int64_t n = 0;
+    int rc = read_input(flag + 2, path, &bytes, &n);
+    if (rc) return rc;
+    t->path = path;
+    t->vocab = vocab;
+    if (strcmp(flag, "--text") == 0) {
+        t->format = "bytes";
+        t->tokens = malloc((size_t)n * sizeof *t->tokens);
+        if (!t->tokens) rc = prep_error(NULL, "out of memory for %lld tokens", (long long)n);
+        for (int64_t i = 0; t->tokens && i < n; i++) t->tokens[i] = bytes[i]; /* byte-level: id = byte */
+        t->n = n;
+        t->tokenizer = "bytes";
+    } else {
+        enum import_format f = strcmp(flag, "--bin") == 0 ? IMPORT_LLMC_BIN
+                               : strcmp(flag, "--raw-u16") == 0 ? IMPORT_RAW_U16 : IMPORT_RAW_U32;
+        ImportedTokens imp;
+        char err[1024];
+        if (import_tokens(f, bytes, (size_t)n, vocab, path, &imp, err, sizeof err)) {
+            rc = prep_error("check the input option (--bin, --raw-u16, --raw-u32) and --vocab", "%s", err);
+        } else {
+            t->format = import_format_name(f);
+            t->tokens = imp.tokens;
+            t->n = imp.count;
+            t->tokenizer = imp.tokenizer;
+        }
+    }
+    if (tokenizer) t->tokenizer = tokenizer;
+    free(bytes);
+    return rc;
+}
+
 int cmd_prepare(int argc, char **argv) {
-    const char *text = NULL, *out = NULL, *val_out = NULL, *frac_str = NULL;
+    static const char *const input_flags[] = {"--text", "--bin", "--raw-u16", "--raw-u32"};
+    const char *inputs[4] = {NULL, NULL, NULL, NULL};
+    const char *out = NULL, *val_out = NULL, *frac_str = NULL, *vocab_str = NULL, *tokenizer = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -127,13 +203,19 @@ int cmd_prepare(int argc, char **argv) {
         const char *eq = strchr(arg, '=');
         size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
         const char **slot = NULL;
-        if (name_len == 6 && strncmp(arg, "--text", 6) == 0) slot = &text;
-        else if (name_len == 5 && strncmp(arg, "--out", 5) == 0) slot = &out;
-        else if (name_len == 9 && strncmp(arg, "--val-out", 9) == 0) slot = &val_out;
-        else if (name_len == 14 && strncmp(arg, "--val-fraction", 14) == 0) slot = &frac_str;
-        else
-            return prep_error(help_hint, "unknown option '%.*s'; the options are --text, --out, --val-out, "
-                              "--val-fraction and --help", (int)name_len, arg);
+#define IS(flag) (name_len == strlen(flag) && strncmp(arg, flag, name_len) == 0)
+        for (int k = 0; k < 4; k++)
+            if (IS(input_flags[k])) slot = &inputs[k];
+        if (IS("--out")) slot = &out;
+        else if (IS("--val-out")) slot = &val_out;
+        else if (IS("--val-fraction")) slot = &frac_str;
+        else if (IS("--vocab")) slot = &vocab_str;
+        else if (IS("--tokenizer")) slot = &tokenizer;
+#undef IS
+        if (!slot)
+            return prep_error(help_hint, "unknown option '%.*s'; the options are --text, --bin, --raw-u16, "
+                              "--raw-u32, --vocab, --tokenizer, --out, --val-out, --val-fraction and --help",
+                              (int)name_len, arg);
         const char *value = NULL;
         if (eq) value = eq + 1;
         else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) value = argv[++i];
@@ -143,8 +225,22 @@ int cmd_prepare(int argc, char **argv) {
             return prep_error(help_hint, "option '%.*s' is given twice", (int)name_len, arg);
         *slot = value;
     }
-    if (!text) return prep_error(help_hint, "missing --text FILE (the text to tokenize)");
+    int input = -1;
+    for (int k = 0; k < 4; k++) {
+        if (!inputs[k]) continue;
+        if (input >= 0)
+            return prep_error("give one input file per run", "%s and %s both given; prepare reads one input",
+                              input_flags[input], input_flags[k]);
+        input = k;
+    }
+    if (input < 0)
+        return prep_error(help_hint, "missing --text FILE (the text to tokenize) or --bin/--raw-u16/--raw-u32 "
+                          "FILE (tokens to import)");
+    const char *flag = input_flags[input], *in = inputs[input];
     if (!out) return prep_error(help_hint, "missing --out DATA.h5 (where the training tokens go)");
+    int vocab = 0;
+    int rc = parse_vocab(vocab_str, flag, &vocab);
+    if (rc) return rc;
 
     double frac = 0.05;
     if (frac_str) {
@@ -174,16 +270,15 @@ int cmd_prepare(int argc, char **argv) {
         val_out = val_default;
     }
 
-    int rc = 0;
-    unsigned char *bytes = NULL;
-    if (same_file(text, out)) {
+    Tokens t = {0};
+    if (same_file(in, out)) {
         rc = prep_error("choose another --out path",
-                        "--out '%s' is the input text file; refusing to overwrite it", out);
+                        "--out '%s' is the input file; refusing to overwrite it", out);
         goto done;
     }
-    if (val_out && same_file(text, val_out)) {
+    if (val_out && same_file(in, val_out)) {
         rc = prep_error("choose another --val-out path",
-                        "--val-out '%s' is the input text file; refusing to overwrite it", val_out);
+                        "--val-out '%s' is the input file; refusing to overwrite it", val_out);
         goto done;
     }
     if (val_out && same_file(out, val_out)) {
@@ -192,37 +287,41 @@ int cmd_prepare(int argc, char **argv) {
         goto done;
     }
 
-    int64_t n = 0;
-    rc = read_text(text, &bytes, &n);
+    rc = load_tokens(flag, in, vocab, tokenizer, &t);
     if (rc) goto done;
+    int64_t n = t.n;
     int64_t n_val = val_out ? (int64_t)floor((double)n * frac) : 0;
     int64_t n_train = n - n_val;
     /* One training window needs at least 2 tokens (an input and its target). */
     if (val_out && n_val < 2) {
-        rc = prep_error("use a larger text, a larger --val-fraction, or --val-fraction 0",
-                        "'%s' has %lld bytes: a validation fraction of %g leaves %lld validation tokens, "
-                        "fewer than the 2 one sequence needs", text, (long long)n, frac, (long long)n_val);
+        rc = prep_error("use a larger input, a larger --val-fraction, or --val-fraction 0",
+                        "'%s' has %lld tokens: a validation fraction of %g leaves %lld validation tokens, "
+                        "fewer than the 2 one sequence needs", in, (long long)n, frac, (long long)n_val);
         goto done;
     }
     if (n_train < 2) {
-        rc = prep_error("use a larger text", "'%s' has %lld bytes, too few for a training set", text,
+        rc = prep_error("use a larger input", "'%s' has %lld tokens, too few for a training set", in,
                         (long long)n);
         goto done;
     }
 
-    rc = write_split(out, bytes, 0, n_train, n, text);
+    rc = write_split(out, &t, 0, n_train);
     if (rc) goto done;
-    if (val_out) rc = write_split(val_out, bytes, n_train, n, n, text);
+    if (val_out) rc = write_split(val_out, &t, n_train, n);
     if (rc) goto done;
 
-    printf("prepared '%s': %lld bytes, byte-level tokens (vocab %d)\n", text, (long long)n, BYTE_VOCAB);
+    if (strcmp(t.format, "bytes") == 0)
+        printf("prepared '%s': %lld bytes, byte-level tokens (vocab %d)\n", in, (long long)n, vocab);
+    else
+        printf("prepared '%s': %lld tokens (%s, vocab %d, tokenizer %s)\n", in, (long long)n, t.format, vocab,
+               t.tokenizer);
     printf("  train: %lld tokens -> %s\n", (long long)n_train, out);
     if (val_out)
-        printf("  val:   %lld tokens -> %s (last %g of the text)\n", (long long)n_val, val_out, frac);
+        printf("  val:   %lld tokens -> %s (last %g of the input)\n", (long long)n_val, val_out, frac);
     else printf("  val:   none (--val-fraction 0)\n");
     fflush(stdout);
 done:
-    free(bytes);
+    free(t.tokens);
     free(val_default);
     return rc;
 }

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ckpt.h"
 #include "common.h"
 #include "config.h"
 #include "cpu/model_cpu.h"
@@ -17,6 +19,12 @@
 #include "dist.h"
 #include "model.h"
 #include "optim.h"
+#include "signals.h"
+#ifdef MOKC_CUDA
+#include "gpu/comms.h"
+#include "gpu/device.h"
+#include "gpu/model_gpu.h"
+#endif
 
 typedef struct {
     MokcConfig cfg;
@@ -33,7 +41,14 @@ typedef struct {
     int step;                   /* optimizer steps done */
     int64_t tokens_seen;
     FILE *metrics;
+    int saved_step;             /* step of the newest checkpoint written or loaded; -1: none */
     const char *backend_note;   /* why this backend was chosen */
+    int use_gpu;                /* the CUDA backend runs the model (else the CPU reference) */
+#ifdef MOKC_CUDA
+    GpuModel *gpu;
+    GpuComms comms;
+    char gpu_name[256];
+#endif
 } Trainer;
 
 /* ---------- setup ---------- */
@@ -80,16 +95,28 @@ static void fail_all(Trainer *tr, int code, const char *hint, const char *msg) {
     dist_exit(&tr->dist, code);
 }
 
+/* backend auto: the GPU when this binary has the CUDA backend and the machine a GPU. The MoE layer
+ * on the GPU is the unfused one until the megakernel exists; the log says so. */
 static void choose_backend(Trainer *tr) {
     enum backend_kind b = tr->cfg.backend;
 #ifdef MOKC_CUDA
-    const char *why = "the CUDA training backend is not built yet (issue 6)";
+    int gpus = gpu_device_count();
+    if (b == BACKEND_CUDA && gpus == 0)
+        fail_all(tr, MOKC_EXIT_USAGE, "run on a machine with an NVIDIA GPU, or set \"backend\": \"cpu\"",
+                 "backend: \"cuda\" but no GPU is visible to this process");
+    tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && gpus > 0);
+    if (tr->use_gpu)
+        tr->backend_note = tr->cfg.moe_impl == MOE_IMPL_MOK && tr->cfg.moe.num_experts > 0
+                               ? "MoE layers: unfused (moe_impl \"mok\" needs the megakernel, not built yet)"
+                               : "MoE layers: unfused";
+    else
+        tr->backend_note = b == BACKEND_AUTO ? "no GPU visible" : "as the spec asks";
 #else
-    const char *why = "this binary was built without CUDA (NO_CUDA=1 or no nvcc)";
-#endif
     if (b == BACKEND_CUDA)
-        fail_all(tr, MOKC_EXIT_USAGE, "set \"backend\": \"cpu\" or \"auto\"", why);
-    tr->backend_note = b == BACKEND_AUTO ? why : "as the spec asks";
+        fail_all(tr, MOKC_EXIT_USAGE, "set \"backend\": \"cpu\" or \"auto\", or build with nvcc and NCCL present",
+                 "backend: \"cuda\" but this binary was built without the CUDA backend (NO_CUDA=1 or no nvcc)");
+    tr->backend_note = b == BACKEND_AUTO ? "this binary was built without CUDA" : "as the spec asks";
+#endif
 }
 
 static void open_data(Trainer *tr) {
@@ -111,7 +138,13 @@ static void open_data(Trainer *tr) {
 
 static void print_model_summary(const Trainer *tr) {
     if (tr->dist.rank != 0) return;
-    printf("backend: cpu (%s)\n", tr->backend_note);
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        printf("backend: cuda on %s (%s)\n", tr->gpu_name, tr->backend_note);
+        gpu_model_print_plan(tr->gpu);
+    } else
+#endif
+        printf("backend: cpu (%s)\n", tr->backend_note);
     const ModelDims *d = &tr->dims;
     double mib = (double)tr->table.total * sizeof(float) / (1 << 20);
     printf("model: %lld parameters (%lld active per token), %.1f MFLOP per token (fwd+bwd)\n",
@@ -121,6 +154,71 @@ static void print_model_summary(const Trainer *tr) {
     printf("tokens: %lld train, %lld val; global batch %d sequences x %d tokens\n",
            (long long)tr->train_set.num_tokens, (long long)tr->val_set.num_tokens,
            tr->dist.world * tr->cfg.train.micro_batch * tr->cfg.train.grad_accum, tr->cfg.train.seq_len);
+}
+
+/* ---------- resuming (checkpoint.resume) ---------- */
+
+static CkptState ckpt_state(Trainer *tr) {
+    CkptState s = {&tr->cfg, &tr->dist, &tr->dims, &tr->table, tr->params, tr->adam_m, tr->adam_v,
+                   tr->expert_bias, tr->step, tr->tokens_seen, loader_position(&tr->train_loader)};
+    return s;
+}
+
+/* Loads the newest complete checkpoint ("auto") or the one named into the initialised trainer;
+ * a fresh start otherwise. A mismatched or damaged checkpoint stops every rank with exit 2. */
+static void checkpoint_resume(Trainer *tr) {
+    const CheckpointConfig *cc = &tr->cfg.checkpoint;
+    char path[CKPT_PATH_MAX], err[4096];
+    tr->saved_step = -1;
+    if (!ckpt_resolve_resume(cc, &tr->dist, path, sizeof path)) {
+        if (tr->dist.rank == 0 && cc->resume[0])
+            printf("checkpoint: no complete checkpoint in '%s'; starting fresh\n", cc->dir);
+        else if (tr->dist.rank == 0 && cc->dir[0] && ckpt_find_latest(cc->dir, path, sizeof path) >= 0)
+            mokc_warn("checkpoint.dir '%s' already holds checkpoints (newest: %s) and this run starts fresh "
+                      "(checkpoint.resume = \"\"); its checkpoints will mix with them: set checkpoint.resume = "
+                      "\"auto\" to continue instead, or use another checkpoint.dir", cc->dir, path);
+        return;
+    }
+    CkptState st = ckpt_state(tr);
+    if (ckpt_load(&st, path, err, sizeof err) != 0)
+        fail_all(tr, MOKC_EXIT_USAGE, "resume from another checkpoint (checkpoint.resume = its step_NNNNNNNN "
+                 "directory, or \"auto\" for the newest complete one), or start fresh with checkpoint.resume = \"\"",
+                 err);
+    tr->step = tr->saved_step = st.step;
+    tr->tokens_seen = st.tokens_seen;
+    loader_seek(&tr->train_loader, st.loader_position);
+    if (tr->dist.rank == 0) {
+        printf("resumed from %s: step %d, %lld tokens seen\n", path, tr->step, (long long)tr->tokens_seen);
+        if (tr->step >= tr->cfg.train.steps)
+            printf("nothing left to train: the checkpoint is at step %d and train.steps = %d\n", tr->step,
+                   tr->cfg.train.steps);
+    }
+}
+
+/* Rank 0's metrics file: new for a fresh run. A resumed run keeps the lines up to its checkpoint's
+ * step (a crashed run may have logged later ones) and appends, so the file reads as one run. */
+static void open_metrics(Trainer *tr) {
+    const char *path = tr->cfg.log.metrics_path;
+    if (!path[0] || tr->dist.rank != 0) return;
+    if (!mokc_make_parent_dirs(path))
+        mokc_die(MOKC_EXIT_USAGE, "choose a log.metrics_path in a writable directory",
+                 "log.metrics_path: cannot create the directory of '%s'", path);
+    FILE *old = tr->step > 0 ? fopen(path, "r") : NULL;
+    if (old) {
+        char tmp[CONFIG_PATH_MAX + 32], *line = NULL;
+        size_t cap = 0;
+        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+        FILE *kept = fopenCheck(tmp, "w");
+        while (getline(&line, &cap, old) > 0) {
+            const char *step = strstr(line, "\"step\": ");
+            if (!step || atoi(step + 8) <= tr->step) fputs(line, kept);
+        }
+        free(line);
+        fclose(old);
+        if (fclose(kept) != 0 || rename(tmp, path) != 0)
+            mokc_die(MOKC_EXIT_RUNTIME, "check free disk space", "cannot rewrite the metrics file '%s'", path);
+    }
+    tr->metrics = fopenCheck(path, tr->step > 0 ? "a" : "w");
 }
 
 static void setup(Trainer *tr, int argc, char **argv, const char *help) {
@@ -158,23 +256,42 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     tr->expert_bias = callocCheck(nbias, sizeof(float));
     tr->load = callocCheck(nbias, sizeof(int64_t));
     model_init_params(tr->params, &tr->table, &tr->dims, (uint64_t)c->train.seed);
-    MoeComms comms = {.ep = tr->dist.ep_comm, .stats = MPI_COMM_WORLD};
-    cpu_model_init(&tr->model, &tr->dims, &tr->table, c->train.micro_batch, c->train.seq_len, &comms);
     size_t N = (size_t)c->train.micro_batch * c->train.seq_len;
     tr->inputs = mallocCheck(N * sizeof(int));
     tr->targets = mallocCheck(N * sizeof(int));
-    print_model_summary(tr);
-    if (c->log.metrics_path[0] && tr->dist.rank == 0) {
-        if (!mokc_make_parent_dirs(c->log.metrics_path))
-            mokc_die(MOKC_EXIT_USAGE, "choose a log.metrics_path in a writable directory",
-                     "log.metrics_path: cannot create the directory of '%s'", c->log.metrics_path);
-        tr->metrics = fopenCheck(c->log.metrics_path, "w");
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        int dev = gpu_select_device(tr->dist.local_rank);
+        gpu_describe(dev, tr->gpu_name, sizeof tr->gpu_name);
+        gpu_comms_init(&tr->comms, &tr->dist);
+        tr->gpu = gpu_model_create(&tr->dims, &tr->table, &c->train, &tr->dist, &tr->comms, c->train.micro_batch,
+                                   c->train.seq_len);
     }
+#endif
+    if (!tr->use_gpu) {
+        MoeComms comms = {.ep = tr->dist.ep_comm, .stats = MPI_COMM_WORLD};
+        cpu_model_init(&tr->model, &tr->dims, &tr->table, c->train.micro_batch, c->train.seq_len, &comms);
+    }
+    print_model_summary(tr);
+    checkpoint_resume(tr);
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        gpu_model_upload_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
+        gpu_model_set_expert_bias(tr->gpu, tr->expert_bias);
+    }
+#endif
+    open_metrics(tr);
 }
 
 static void teardown(Trainer *tr) {
     if (tr->metrics) fclose(tr->metrics);
-    cpu_model_free(&tr->model);
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        gpu_model_destroy(tr->gpu);
+        gpu_comms_destroy(&tr->comms);
+    }
+#endif
+    if (!tr->use_gpu) cpu_model_free(&tr->model);
     param_table_free(&tr->table);
     free(tr->params), free(tr->grads), free(tr->adam_m), free(tr->adam_v);
     free(tr->expert_bias), free(tr->load), free(tr->inputs), free(tr->targets);
@@ -184,6 +301,58 @@ static void teardown(Trainer *tr) {
         loader_free(&tr->val_loader);
         data_close(&tr->val_set);
     }
+}
+
+/* ---------- checkpoints and stop signals ---------- */
+
+static void checkpoint_save(Trainer *tr) {
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) gpu_model_download_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
+#endif
+    CkptState st = ckpt_state(tr);
+    char path[CKPT_PATH_MAX], err[4096];
+    int64_t bytes = 0;
+    double t0 = mokc_now_seconds();
+    if (ckpt_save(&st, path, sizeof path, &bytes, err, sizeof err) != 0) {
+        teardown(tr);
+        fail_all(tr, MOKC_EXIT_RUNTIME, "free disk space or fix checkpoint.dir; the checkpoints written before "
+                 "are intact", err);
+    }
+    tr->saved_step = tr->step;
+    if (tr->dist.rank == 0)
+        printf("checkpoint: %s (%.1f MiB in %.2f s)\n", path, (double)bytes / (1 << 20), mokc_now_seconds() - t0);
+}
+
+static bool checkpoint_due(const Trainer *tr) {
+    int every = tr->cfg.checkpoint.every;
+    return every > 0 && tr->step % every == 0;
+}
+
+/* The stop signal any rank received (0: none), the same on every rank, so that all stop together. */
+static int stop_requested(const Trainer *tr) {
+    int sig = signals_stop_requested();
+    if (tr->dist.world > 1) MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return sig;
+}
+
+/* After a stop signal: a checkpoint of the step just finished, then exit 0 (the job can be requeued
+ * and resumed). Without checkpoint.dir nothing can be kept: exit 128 + signal, as if killed. */
+static int stop_for_signal(Trainer *tr, int sig) {
+    if (!tr->cfg.checkpoint.dir[0]) {
+        if (tr->dist.rank == 0)
+            fprintf(stderr, "mokc: error: stopped by %s after step %d; checkpoint.dir is not set, so no checkpoint "
+                    "was written\n---> HINT: set checkpoint.dir (and checkpoint.resume = \"auto\") to make runs "
+                    "resumable\n", signals_name(sig), tr->step);
+        teardown(tr);
+        dist_exit(&tr->dist, 128 + sig);
+    }
+    if (tr->saved_step != tr->step) checkpoint_save(tr);
+    if (tr->dist.rank == 0)
+        printf("stopped by %s after step %d of %d; checkpoint written: run again with checkpoint.resume = "
+               "\"auto\" to continue\n", signals_name(sig), tr->step, tr->cfg.train.steps);
+    teardown(tr);
+    dist_finalize(&tr->dist);
+    return 0;
 }
 
 /* ---------- one step ---------- */
@@ -256,35 +425,75 @@ typedef struct {
     double loss, aux, norm, lr, seconds, tokens_per_s, imbalance;
 } StepStats;
 
+/* One micro-batch forward and backward into the gradients; returns its mean loss, adds its aux
+ * loss to *aux and its routing to tr->load. */
+static double micro_step(Trainer *tr, int last, double *aux) {
+    const ModelDims *d = &tr->dims;
+    double dloss = 1.0 / tr->cfg.train.grad_accum;
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        double layer_aux = 0;
+        double loss = gpu_model_forward_backward(tr->gpu, tr->inputs, tr->targets, dloss, last, &layer_aux, tr->load);
+        *aux += layer_aux;
+        return loss;
+    }
+#endif
+    (void)last;
+    double loss = cpu_model_forward(&tr->model, tr->params, tr->expert_bias, tr->inputs, tr->targets);
+    *aux += tr->model.aux_loss;
+    for (int l = d->first_dense; d->E > 0 && l < d->L; l++)
+        for (int e = 0; e < d->E; e++) tr->load[(size_t)l * d->E + e] += tr->model.moe[l].counts[e];
+    cpu_model_backward(&tr->model, tr->params, tr->grads, dloss);
+    return loss;
+}
+
+/* Gradients averaged over the ranks, clipped, one AdamW step: returns the gradient norm. */
+static double optimizer_step(Trainer *tr, double lr) {
+    const TrainConfig *t = &tr->cfg.train;
+    double norm;
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        norm = gpu_model_grad_norm(tr->gpu);
+        gpu_model_adamw(tr->gpu, lr, t->grad_clip > 0 && norm > t->grad_clip ? t->grad_clip / norm : 1.0, tr->step + 1);
+        return norm;
+    }
+#endif
+    average_gradients(tr);
+    norm = global_grad_norm(tr);
+    double scale = t->grad_clip > 0 && norm > t->grad_clip ? t->grad_clip / norm : 1.0;
+    adamw_step(tr->params, tr->grads, tr->adam_m, tr->adam_v, &tr->table, t, lr, scale, tr->step + 1);
+    return norm;
+}
+
 static StepStats train_step(Trainer *tr) {
     const MokcConfig *c = &tr->cfg;
     const ModelDims *d = &tr->dims;
     StepStats s = {0};
     double t0 = mokc_now_seconds();
-    memset(tr->grads, 0, tr->table.total * sizeof(float));
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) gpu_model_zero_grads(tr->gpu);
+    else
+#endif
+        memset(tr->grads, 0, tr->table.total * sizeof(float));
     memset(tr->load, 0, sizeof(int64_t) * (size_t)d->L * (size_t)(d->E > 0 ? d->E : 1));
     double loss_sum = 0, aux_sum = 0;
     for (int micro = 0; micro < c->train.grad_accum; micro++) {
         loader_next_batch(&tr->train_loader, tr->inputs, tr->targets);
-        loss_sum += cpu_model_forward(&tr->model, tr->params, tr->expert_bias, tr->inputs, tr->targets);
-        aux_sum += tr->model.aux_loss;
-        for (int l = d->first_dense; d->E > 0 && l < d->L; l++)
-            for (int e = 0; e < d->E; e++) tr->load[(size_t)l * d->E + e] += tr->model.moe[l].counts[e];
-        cpu_model_backward(&tr->model, tr->params, tr->grads, 1.0 / c->train.grad_accum);
+        loss_sum += micro_step(tr, micro == c->train.grad_accum - 1, &aux_sum);
     }
     double sums[2] = {loss_sum, aux_sum};
     if (tr->dist.world > 1) {
         MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         MPI_Allreduce(MPI_IN_PLACE, tr->load, d->L * (d->E > 0 ? d->E : 1), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     }
-    average_gradients(tr);
     s.loss = sums[0] / (c->train.grad_accum * tr->dist.world);
     s.aux = sums[1] / (c->train.grad_accum * tr->dist.world);
-    s.norm = global_grad_norm(tr);
-    double scale = c->train.grad_clip > 0 && s.norm > c->train.grad_clip ? c->train.grad_clip / s.norm : 1.0;
     s.lr = lr_at_step(&c->train, tr->step);
-    adamw_step(tr->params, tr->grads, tr->adam_m, tr->adam_v, &tr->table, &c->train, s.lr, scale, tr->step + 1);
+    s.norm = optimizer_step(tr, s.lr);
     update_expert_bias(tr);
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) gpu_model_set_expert_bias(tr->gpu, tr->expert_bias);
+#endif
     s.imbalance = load_imbalance(tr);
     tr->step++;
     int64_t tokens = (int64_t)c->train.grad_accum * c->train.micro_batch * c->train.seq_len * tr->dist.world;
@@ -300,6 +509,12 @@ static double validate(Trainer *tr) {
     double sum = 0;
     for (int b = 0; b < tr->cfg.data.val_batches; b++) {
         loader_next_batch(&tr->val_loader, tr->inputs, tr->targets);
+#ifdef MOKC_CUDA
+        if (tr->use_gpu) {
+            sum += gpu_model_evaluate(tr->gpu, tr->inputs, tr->targets);
+            continue;
+        }
+#endif
         sum += cpu_model_forward(&tr->model, tr->params, tr->expert_bias, tr->inputs, tr->targets);
     }
     if (tr->dist.world > 1) MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -334,6 +549,7 @@ int cmd_train(int argc, char **argv, const char *help) {
     Trainer tr;
     memset(&tr, 0, sizeof tr);
     setup(&tr, argc, argv, help);
+    signals_install(tr.dist.rank == 0);
     const MokcConfig *c = &tr.cfg;
     double last_loss = NAN, last_val = NAN;
     while (tr.step < c->train.steps) {
@@ -350,8 +566,12 @@ int cmd_train(int argc, char **argv, const char *help) {
             teardown(&tr);
             dist_exit(&tr.dist, MOKC_EXIT_RUNTIME);
         }
+        if (checkpoint_due(&tr)) checkpoint_save(&tr);
+        int sig = stop_requested(&tr);
+        if (sig) return stop_for_signal(&tr, sig);
     }
-    if (tr.dist.rank == 0) {
+    if (c->checkpoint.dir[0] && tr.saved_step != tr.step) checkpoint_save(&tr);
+    if (tr.dist.rank == 0 && !isnan(last_loss)) {
         printf("final: train loss %.4f", last_loss);
         if (!isnan(last_val)) printf(", val loss %.4f", last_val);
         printf(" (nats/token) after %d steps, %lld tokens\n", tr.step, (long long)tr.tokens_seen);

@@ -21,6 +21,8 @@ void memory_plan_add(MemoryPlan *p, const char *name, MemClass cls, size_t bytes
     p->class_bytes[cls] += (bytes + ALIGN - 1) / ALIGN * ALIGN;
 }
 
+void memory_plan_note(MemoryPlan *p, MemClass cls, size_t bytes) { p->class_bytes[cls] += bytes; p->noted += bytes; }
+
 static size_t total_bytes(const MemoryPlan *p) {
     size_t t = 0;
     for (int c = 0; c < MEM_CLASSES; c++) t += p->class_bytes[c];
@@ -43,7 +45,8 @@ void memory_plan_allocate(MemoryPlan *p) {
     snprintf(hint, sizeof hint, "the plan needs %s but the GPU has %.1f MiB free: lower train.micro_batch or "
              "train.seq_len, or raise parallel.ep to spread the experts", p->summary, (double)free_b / (1 << 20));
     mokc_gpu_set_oom_hint(hint);
-    cudaCheck(cudaMalloc(&p->block, total_bytes(p) ? total_bytes(p) : 1));
+    size_t own = total_bytes(p) - p->noted;
+    cudaCheck(cudaMalloc(&p->block, own ? own : 1));
     char *cursor = p->block;
     for (int i = 0; i < p->count; i++) {
         *p->items[i].dst = cursor;
@@ -51,7 +54,7 @@ void memory_plan_allocate(MemoryPlan *p) {
     }
     /* Gradients and optimizer moments must start at zero; the rest is zeroed so that a read of
      * something never written is at least reproducible. */
-    cudaCheck(cudaMemset(p->block, 0, total_bytes(p)));
+    cudaCheck(cudaMemset(p->block, 0, own));
 }
 
 void memory_plan_print(const MemoryPlan *p) { printf("GPU memory plan: %s\n", p->summary); }

@@ -1,0 +1,492 @@
+/*
+ * The whole model on the GPU (see model_gpu.h). Per layer, forward:
+ *   ln1 = rmsnorm(x) (bf16) -> q, k, v = ln1 @ wq, wk, wv (bf16) -> RoPE -> attention -> atty (bf16)
+ *   x_mid = x + atty @ wo (fp32) -> ln2 = rmsnorm(x_mid) (bf16, and fp32 for the router)
+ *   x_next = x_mid + swiglu(ln2 @ w_gate, ln2 @ w_up) @ w_down, or + MoE(ln2)
+ * then lnf = rmsnorm(x) and the LM head with the cross-entropy in chunks of rows: each chunk's
+ * logits give its losses and dlogits at once, and the head's backward runs right there.
+ * The backward walks the layers in reverse; after layer l it records an event on which the
+ * communication stream starts summing layer l's gradients over the ranks (NCCL), while the
+ * compute stream goes on with layer l-1.
+ */
+#include "gpu/model_gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/adamw.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/cast.h"
+#include "../../kernels/cross_entropy.h"
+#include "../../kernels/embedding.h"
+#include "../../kernels/reduce.h"
+#include "../../kernels/rmsnorm.h"
+#include "../../kernels/rope.h"
+#include "../../kernels/swiglu.h"
+#include "common.h"
+#include "gpu/check.h"
+#include "gpu/gemm.h"
+#include "gpu/memory_plan.h"
+#include "gpu/moe_unfused.h"
+
+/* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
+#define HEAD_CHUNK_BYTES (256ull << 20)
+
+typedef struct {
+    float *x_in, *rstd1, *x_mid, *rstd2, *ln2_f32;
+    bf16_t *ln1, *q, *k, *v, *att, *atty, *ln2, *g, *u, *h;
+} LayerActs;
+
+struct GpuModel {
+    const ModelDims *d;
+    const ParamTable *t;
+    const TrainConfig *tc;
+    const Dist *dist;
+    const GpuComms *comms;
+    int B, T, N, head_rows;
+    MemoryPlan plan;
+    cudaStream_t stream, comm_stream;
+    cublasHandle_t blas;
+    cudaEvent_t *layer_done;      /* [L + 1]: the last one is the embedding/head tensors */
+    cudaEvent_t reduce_done;
+    /* parameters, gradients, optimizer (flat, the table's layout) */
+    float *params, *grads, *adam_m, *adam_v;
+    bf16_t *params_bf16;
+    float *expert_bias;           /* (L, E) */
+    /* inputs */
+    int *tokens, *targets, *emb_order, *emb_start, *emb_id;
+    int *h_order, *h_start, *h_id;
+    int emb_buckets;
+    /* activations */
+    LayerActs *layers;
+    float *x_final, *rstdf, *rope_table, *moe_out;
+    bf16_t *lnf;
+    float *logits, *losses;
+    bf16_t *dlogits;
+    /* backward scratch */
+    float *dres, *dln, *dh, *rms_scratch;
+    bf16_t *dres_bf16, *datty, *dq, *dk, *dv, *dg, *du;
+    double *partials, *scalars, *h_scalars;
+    AttentionWorkspace *attn;
+    void *attn_mem;
+    /* MoE */
+    MoeUnfusedActs *moe_acts;     /* [L], MoE layers only */
+    MoeUnfusedWork moe_work;
+    int has_moe;
+};
+
+#define W32(off) (g->params + (off))
+#define W16(off) (g->params_bf16 + (off))
+#define G32(off) (g->grads + (off))
+
+static int is_moe(const GpuModel *g, int l) { return model_layer_is_moe(g->d, l); }
+
+/* ---------- construction ---------- */
+
+#define PLAN(name, cls, count, type, ptr) memory_plan_add(&g->plan, name, cls, (size_t)(count) * sizeof(type), (void **)(ptr))
+
+static void plan_layer(GpuModel *g, int l) {
+    const ModelDims *d = g->d;
+    LayerActs *a = &g->layers[l];
+    size_t N = (size_t)g->N, C = (size_t)d->C, QD = (size_t)d->Hq * d->D, KD = (size_t)d->Hkv * d->D;
+    PLAN("x_in", MEM_ACTIVATIONS, N * C, float, &a->x_in);
+    PLAN("ln1", MEM_ACTIVATIONS, N * C, bf16_t, &a->ln1);
+    PLAN("rstd1", MEM_ACTIVATIONS, N, float, &a->rstd1);
+    PLAN("q", MEM_ACTIVATIONS, N * QD, bf16_t, &a->q);
+    PLAN("k", MEM_ACTIVATIONS, N * KD, bf16_t, &a->k);
+    PLAN("v", MEM_ACTIVATIONS, N * KD, bf16_t, &a->v);
+    PLAN("att", MEM_ACTIVATIONS, (size_t)g->B * d->Hq * g->T * g->T, bf16_t, &a->att);
+    PLAN("atty", MEM_ACTIVATIONS, N * QD, bf16_t, &a->atty);
+    PLAN("x_mid", MEM_ACTIVATIONS, N * C, float, &a->x_mid);
+    PLAN("ln2", MEM_ACTIVATIONS, N * C, bf16_t, &a->ln2);
+    PLAN("rstd2", MEM_ACTIVATIONS, N, float, &a->rstd2);
+    if (is_moe(g, l)) {
+        PLAN("ln2_f32", MEM_ACTIVATIONS, N * C, float, &a->ln2_f32);
+    } else {
+        size_t I = (size_t)d->I;
+        PLAN("g", MEM_ACTIVATIONS, N * I, bf16_t, &a->g);
+        PLAN("u", MEM_ACTIVATIONS, N * I, bf16_t, &a->u);
+        PLAN("h", MEM_ACTIVATIONS, N * I, bf16_t, &a->h);
+    }
+}
+
+static void plan_model(GpuModel *g) {
+    const ModelDims *d = g->d;
+    size_t P = g->t->total, N = (size_t)g->N, C = (size_t)d->C, V = (size_t)d->V;
+    size_t QD = (size_t)d->Hq * d->D, KD = (size_t)d->Hkv * d->D, I = (size_t)(d->I > 0 ? d->I : 1);
+    memory_plan_init(&g->plan);
+    PLAN("params", MEM_PARAMS, P, float, &g->params);
+    PLAN("params_bf16", MEM_PARAMS, P, bf16_t, &g->params_bf16);
+    PLAN("expert_bias", MEM_PARAMS, (size_t)d->L * (d->E > 0 ? d->E : 1), float, &g->expert_bias);
+    PLAN("grads", MEM_GRADS, P, float, &g->grads);
+    PLAN("adam_m", MEM_OPTIMIZER, P, float, &g->adam_m);
+    PLAN("adam_v", MEM_OPTIMIZER, P, float, &g->adam_v);
+    PLAN("tokens", MEM_ACTIVATIONS, N, int, &g->tokens);
+    PLAN("targets", MEM_ACTIVATIONS, N, int, &g->targets);
+    PLAN("emb_order", MEM_ACTIVATIONS, N, int, &g->emb_order);
+    PLAN("emb_start", MEM_ACTIVATIONS, N + 1, int, &g->emb_start);
+    PLAN("emb_id", MEM_ACTIVATIONS, N, int, &g->emb_id);
+    for (int l = 0; l < d->L; l++) plan_layer(g, l);
+    PLAN("x_final", MEM_ACTIVATIONS, N * C, float, &g->x_final);
+    PLAN("lnf", MEM_ACTIVATIONS, N * C, bf16_t, &g->lnf);
+    PLAN("rstdf", MEM_ACTIVATIONS, N, float, &g->rstdf);
+    PLAN("rope_table", MEM_WORKSPACE, gpu_rope_table_floats(g->T, d->D), float, &g->rope_table);
+    PLAN("moe_out", MEM_WORKSPACE, N * C, float, &g->moe_out);
+    PLAN("logits", MEM_WORKSPACE, (size_t)g->head_rows * V, float, &g->logits);
+    PLAN("dlogits", MEM_WORKSPACE, (size_t)g->head_rows * V, bf16_t, &g->dlogits);
+    PLAN("losses", MEM_WORKSPACE, N, float, &g->losses);
+    PLAN("dres", MEM_WORKSPACE, N * C, float, &g->dres);
+    PLAN("dres_bf16", MEM_WORKSPACE, N * C, bf16_t, &g->dres_bf16);
+    PLAN("dln", MEM_WORKSPACE, N * C, float, &g->dln);
+    PLAN("datty", MEM_WORKSPACE, N * QD, bf16_t, &g->datty);
+    PLAN("dq", MEM_WORKSPACE, N * QD, bf16_t, &g->dq);
+    PLAN("dk", MEM_WORKSPACE, N * KD, bf16_t, &g->dk);
+    PLAN("dv", MEM_WORKSPACE, N * KD, bf16_t, &g->dv);
+    PLAN("dh", MEM_WORKSPACE, N * I, float, &g->dh);
+    PLAN("dg", MEM_WORKSPACE, N * I, bf16_t, &g->dg);
+    PLAN("du", MEM_WORKSPACE, N * I, bf16_t, &g->du);
+    PLAN("rmsnorm_scratch", MEM_WORKSPACE, gpu_rmsnorm_backward_scratch_floats(g->N, d->C), float, &g->rms_scratch);
+    PLAN("norm_partials", MEM_WORKSPACE, (size_t)g->t->count * REDUCE_PARTIALS, double, &g->partials);
+    PLAN("scalars", MEM_WORKSPACE, 4, double, &g->scalars);
+    size_t attn_bytes = attention_workspace_bytes(g->B, g->T, d->Hq, d->Hkv, d->D);
+    memory_plan_add(&g->plan, "attention", MEM_WORKSPACE, attn_bytes, &g->attn_mem);
+    if (g->has_moe) {
+        MoeGpuDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
+                         .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
+        size_t per_layer = moe_unfused_acts_bytes(&md, g->N);
+        memory_plan_note(&g->plan, MEM_ACTIVATIONS, per_layer * (size_t)(d->L - d->first_dense));
+        memory_plan_note(&g->plan, MEM_WORKSPACE, moe_unfused_work_bytes(&md, g->N));
+    }
+}
+
+static void create_moe(GpuModel *g) {
+    const ModelDims *d = g->d;
+    MoeGpuDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
+                     .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
+    MoeGpuComms mc = {.ep = g->comms->ep, .stats = g->comms->world};
+    g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
+    for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
+    moe_unfused_work_create(&g->moe_work, &md, g->N, &mc);
+}
+
+GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,
+                           const GpuComms *comms, int B, int T) {
+    GpuModel *g = callocCheck(1, sizeof *g);
+    g->d = d, g->t = t, g->tc = tc, g->dist = dist, g->comms = comms;
+    g->B = B, g->T = T, g->N = B * T;
+    g->has_moe = d->E > 0 && d->first_dense < d->L;
+    size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
+    g->head_rows = rows < 1 ? 1 : rows > (size_t)g->N ? g->N : (int)rows;
+    g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
+    g->h_order = mallocCheck(sizeof(int) * (size_t)g->N);
+    g->h_start = mallocCheck(sizeof(int) * (size_t)(g->N + 1));
+    g->h_id = mallocCheck(sizeof(int) * (size_t)g->N);
+    cudaCheck(cudaMallocHost((void **)&g->h_scalars, 4 * sizeof(double)));
+    plan_model(g);
+    memory_plan_allocate(&g->plan);
+    cudaCheck(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    cudaCheck(cudaStreamCreateWithFlags(&g->comm_stream, cudaStreamNonBlocking));
+    cublasCheck(cublasCreate(&g->blas));
+    cublasCheck(cublasSetStream(g->blas, g->stream));
+    g->layer_done = callocCheck((size_t)d->L + 1, sizeof(cudaEvent_t));
+    for (int l = 0; l <= d->L; l++) cudaCheck(cudaEventCreateWithFlags(&g->layer_done[l], cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&g->reduce_done, cudaEventDisableTiming));
+    g->attn = attention_workspace_create_at(g->attn_mem, attention_workspace_bytes(B, T, d->Hq, d->Hkv, d->D), B, T,
+                                            d->Hq, d->Hkv, d->D);
+    gpu_rope_table_init(g->rope_table, T, d->D, (float)d->rope_theta, g->stream);
+    if (g->has_moe) create_moe(g);
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    return g;
+}
+
+void gpu_model_destroy(GpuModel *g) {
+    if (!g) return;
+    cudaCheck(cudaDeviceSynchronize());
+    if (g->has_moe) {
+        for (int l = g->d->first_dense; l < g->d->L; l++) moe_unfused_acts_destroy(&g->moe_acts[l]);
+        moe_unfused_work_destroy(&g->moe_work);
+    }
+    free(g->moe_acts);
+    attention_workspace_free(g->attn);
+    for (int l = 0; l <= g->d->L; l++) cudaEventDestroy(g->layer_done[l]);
+    cudaEventDestroy(g->reduce_done);
+    free(g->layer_done);
+    cublasDestroy(g->blas);
+    cudaStreamDestroy(g->stream);
+    cudaStreamDestroy(g->comm_stream);
+    memory_plan_free(&g->plan);
+    cudaFreeHost(g->h_scalars);
+    free(g->h_order), free(g->h_start), free(g->h_id), free(g->layers);
+    free(g);
+}
+
+void gpu_model_print_plan(const GpuModel *g) { memory_plan_print(&g->plan); }
+
+/* ---------- state ---------- */
+
+void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v) {
+    size_t bytes = g->t->total * sizeof(float);
+    cudaCheck(cudaMemcpy(g->params, params, bytes, cudaMemcpyHostToDevice));
+    if (m) cudaCheck(cudaMemcpy(g->adam_m, m, bytes, cudaMemcpyHostToDevice));
+    if (v) cudaCheck(cudaMemcpy(g->adam_v, v, bytes, cudaMemcpyHostToDevice));
+    gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
+    cudaCheck(cudaStreamSynchronize(g->stream));
+}
+
+void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
+    size_t bytes = g->t->total * sizeof(float);
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(params, g->params, bytes, cudaMemcpyDeviceToHost));
+    if (m) cudaCheck(cudaMemcpy(m, g->adam_m, bytes, cudaMemcpyDeviceToHost));
+    if (v) cudaCheck(cudaMemcpy(v, g->adam_v, bytes, cudaMemcpyDeviceToHost));
+}
+
+void gpu_model_download_grads(GpuModel *g, float *grads) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(grads, g->grads, g->t->total * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void gpu_model_set_expert_bias(GpuModel *g, const float *bias) {
+    if (g->d->E == 0) return;
+    cudaCheck(cudaMemcpyAsync(g->expert_bias, bias, sizeof(float) * (size_t)g->d->L * g->d->E,
+                              cudaMemcpyHostToDevice, g->stream));
+}
+
+void gpu_model_zero_grads(GpuModel *g) {
+    cudaCheck(cudaMemsetAsync(g->grads, 0, g->t->total * sizeof(float), g->stream));
+}
+
+/* ---------- forward ---------- */
+
+static MoeGpuWeights moe_weights(const GpuModel *g, const LayerOffsets *o) {
+    MoeGpuWeights w = {.router = W32(o->router), .w_gate = W16(o->e_gate), .w_up = W16(o->e_up),
+                       .w_down = W16(o->e_down)};
+    if (g->d->S > 0) w.shared_gate = W16(o->s_gate), w.shared_up = W16(o->s_up), w.shared_down = W16(o->s_down);
+    return w;
+}
+
+static MoeGpuGrads moe_grads(GpuModel *g, const LayerOffsets *o) {
+    MoeGpuGrads w = {.router = G32(o->router), .w_gate = G32(o->e_gate), .w_up = G32(o->e_up),
+                     .w_down = G32(o->e_down)};
+    if (g->d->S > 0) w.shared_gate = G32(o->s_gate), w.shared_up = G32(o->s_up), w.shared_down = G32(o->s_down);
+    return w;
+}
+
+static void upload_batch(GpuModel *g, const int *inputs, const int *targets) {
+    size_t bytes = sizeof(int) * (size_t)g->N;
+    cudaCheck(cudaMemcpyAsync(g->tokens, inputs, bytes, cudaMemcpyHostToDevice, g->stream));
+    if (targets) cudaCheck(cudaMemcpyAsync(g->targets, targets, bytes, cudaMemcpyHostToDevice, g->stream));
+}
+
+/* One layer forward; returns its aux loss (0 for a dense layer). */
+static double layer_forward(GpuModel *g, int l) {
+    const ModelDims *d = g->d;
+    const LayerOffsets *o = &g->t->layers[l];
+    LayerActs *a = &g->layers[l];
+    const int N = g->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D;
+    float *x_next = l + 1 < d->L ? g->layers[l + 1].x_in : g->x_final;
+    cudaStream_t s = g->stream;
+    gpu_rmsnorm_forward(a->ln1, NULL, a->rstd1, a->x_in, W32(o->attn_norm), N, C, (float)d->eps, s);
+    gemm_rm(g->blas, 0, 0, N, QD, C, a->ln1, GEMM_BF16, W16(o->wq), GEMM_BF16, a->q, GEMM_BF16, 1, 0);
+    gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wk), GEMM_BF16, a->k, GEMM_BF16, 1, 0);
+    gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wv), GEMM_BF16, a->v, GEMM_BF16, 1, 0);
+    gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, 0, s);
+    gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, 0, s);
+    attention_forward_gpu(g->blas, g->attn, a->atty, a->att, a->q, a->k, a->v, s);
+    cudaCheck(cudaMemcpyAsync(a->x_mid, a->x_in, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
+    gemm_rm(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_mid, GEMM_F32, 1, 1);
+
+    gpu_rmsnorm_forward(a->ln2, a->ln2_f32, a->rstd2, a->x_mid, W32(o->ffn_norm), N, C, (float)d->eps, s);
+    cudaCheck(cudaMemcpyAsync(x_next, a->x_mid, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
+    if (!is_moe(g, l)) {
+        gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_gate), GEMM_BF16, a->g, GEMM_BF16, 1, 0);
+        gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_up), GEMM_BF16, a->u, GEMM_BF16, 1, 0);
+        gpu_swiglu_forward(a->h, a->g, a->u, (long)N * d->I, s);
+        gemm_rm(g->blas, 0, 0, N, C, d->I, a->h, GEMM_BF16, W16(o->w_down), GEMM_BF16, x_next, GEMM_F32, 1, 1);
+        return 0;
+    }
+    MoeGpuWeights w = moe_weights(g, o);
+    moe_unfused_forward(g->moe_out, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w,
+                        g->expert_bias + (size_t)l * d->E, N, s);
+    gpu_add_f32(x_next, g->moe_out, (long)N * C, s);
+    return g->moe_acts[l].aux_loss;
+}
+
+/* Final norm, LM head and cross-entropy in chunks of rows. With dloss_scale > 0 each chunk's
+ * dlogits go straight into the head's backward: dlnf rows (into dln) and the head's gradient. */
+static void head_forward(GpuModel *g, int with_grad, float dloss_scale) {
+    const ModelDims *d = g->d;
+    const int N = g->N, C = d->C, V = d->V;
+    cudaStream_t s = g->stream;
+    gpu_rmsnorm_forward(g->lnf, NULL, g->rstdf, g->x_final, W32(g->t->final_norm), N, C, (float)d->eps, s);
+    for (int r0 = 0; r0 < N; r0 += g->head_rows) {
+        int R = N - r0 < g->head_rows ? N - r0 : g->head_rows;
+        const bf16_t *lnf = g->lnf + (size_t)r0 * C;
+        gemm_rm(g->blas, 0, 1, R, V, C, lnf, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->logits, GEMM_F32, 1, 0);
+        gpu_cross_entropy(g->losses + r0, with_grad ? g->dlogits : NULL, g->logits, g->targets + r0, R, V,
+                          dloss_scale, s);
+        if (!with_grad) continue;
+        gemm_rm(g->blas, 0, 0, R, C, V, g->dlogits, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16,
+                g->dln + (size_t)r0 * C, GEMM_F32, 1, 0);
+        gemm_rm(g->blas, 1, 0, V, C, R, g->dlogits, GEMM_BF16, lnf, GEMM_BF16, G32(g->t->lm_head), GEMM_F32, 1, 1);
+    }
+}
+
+/* Mean of the per-token losses, summed on the device in a fixed order. */
+static double mean_loss(GpuModel *g) {
+    gpu_sum_f32(g->scalars, g->losses, g->N, 0, g->stream);
+    cudaCheck(cudaMemcpyAsync(g->h_scalars, g->scalars, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    return g->h_scalars[0] / g->N;
+}
+
+static double forward(GpuModel *g, const int *inputs, const int *targets, int with_grad, float dloss_scale,
+                      int64_t *load) {
+    const ModelDims *d = g->d;
+    upload_batch(g, inputs, targets);
+    gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
+    double aux = 0;
+    for (int l = 0; l < d->L; l++) {
+        aux += layer_forward(g, l);
+        if (load && is_moe(g, l))
+            for (int e = 0; e < d->E; e++) load[(size_t)l * d->E + e] += g->moe_acts[l].h_counts[e];
+    }
+    head_forward(g, with_grad, dloss_scale);
+    g->h_scalars[1] = aux;
+    return mean_loss(g);
+}
+
+double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets) {
+    return forward(g, inputs, targets, 0, 0.0f, NULL);
+}
+
+/* ---------- backward ---------- */
+
+/* Starts summing one layer's gradients (or the embedding/head tensors: layer -1) over the ranks
+ * once the compute stream has produced them. Replicated tensors sum over the world, expert
+ * tensors over the ranks holding the same experts; the loss was pre-scaled by 1/world. */
+static void reduce_layer(GpuModel *g, int layer, cudaEvent_t ready) {
+    const GpuComms *c = g->comms;
+    if (!c->world) return;
+    cudaCheck(cudaEventRecord(ready, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, ready, 0));
+    ncclCheck(ncclGroupStart());
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        if (p->layer != layer) continue;
+        ncclComm_t comm = p->kind == PARAM_EXPERT ? c->dp : c->world;
+        if (!comm) continue;
+        ncclCheck(ncclAllReduce(g->grads + p->offset, g->grads + p->offset, p->numel, ncclFloat, ncclSum, comm,
+                                g->comm_stream));
+    }
+    ncclCheck(ncclGroupEnd());
+}
+
+static void layer_backward(GpuModel *g, int l, double dloss) {
+    const ModelDims *d = g->d;
+    const LayerOffsets *o = &g->t->layers[l];
+    LayerActs *a = &g->layers[l];
+    const int N = g->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D, I = d->I;
+    const long NC = (long)N * C;
+    cudaStream_t s = g->stream;
+    /* FFN: dres holds d x_next and becomes d x_mid. */
+    if (!is_moe(g, l)) {
+        gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
+        gemm_rm(g->blas, 0, 1, N, I, C, g->dres_bf16, GEMM_BF16, W16(o->w_down), GEMM_BF16, g->dh, GEMM_F32, 1, 0);
+        gemm_rm(g->blas, 1, 0, I, C, N, a->h, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->w_down), GEMM_F32, 1, 1);
+        gpu_swiglu_backward(g->dg, g->du, g->dh, a->g, a->u, (long)N * I, s);
+        gemm_rm(g->blas, 0, 1, N, C, I, g->dg, GEMM_BF16, W16(o->w_gate), GEMM_BF16, g->dln, GEMM_F32, 1, 0);
+        gemm_rm(g->blas, 0, 1, N, C, I, g->du, GEMM_BF16, W16(o->w_up), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
+        gemm_rm(g->blas, 1, 0, C, I, N, a->ln2, GEMM_BF16, g->dg, GEMM_BF16, G32(o->w_gate), GEMM_F32, 1, 1);
+        gemm_rm(g->blas, 1, 0, C, I, N, a->ln2, GEMM_BF16, g->du, GEMM_BF16, G32(o->w_up), GEMM_F32, 1, 1);
+    } else {
+        MoeGpuWeights w = moe_weights(g, o);
+        MoeGpuGrads gr = moe_grads(g, o);
+        cudaCheck(cudaMemsetAsync(g->dln, 0, sizeof(float) * (size_t)NC, s));
+        moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work, a->ln2_f32,
+                             a->ln2, &w, N, s);
+    }
+    gpu_rmsnorm_backward(g->dres, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm), a->rstd2, N,
+                         C, s);
+    /* Attention: x_mid = x + atty @ wo; dres becomes d x. */
+    gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
+    gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
+    gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
+    attention_backward_gpu(g->blas, g->attn, g->dq, g->dk, g->dv, g->datty, a->att, a->q, a->k, a->v, s);
+    gpu_rope(g->dq, g->rope_table, g->B, g->T, d->Hq, d->D, 1, s);
+    gpu_rope(g->dk, g->rope_table, g->B, g->T, d->Hkv, d->D, 1, s);
+    gemm_rm(g->blas, 0, 1, N, C, QD, g->dq, GEMM_BF16, W16(o->wq), GEMM_BF16, g->dln, GEMM_F32, 1, 0);
+    gemm_rm(g->blas, 0, 1, N, C, KD, g->dk, GEMM_BF16, W16(o->wk), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
+    gemm_rm(g->blas, 0, 1, N, C, KD, g->dv, GEMM_BF16, W16(o->wv), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
+    gemm_rm(g->blas, 1, 0, C, QD, N, a->ln1, GEMM_BF16, g->dq, GEMM_BF16, G32(o->wq), GEMM_F32, 1, 1);
+    gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dk, GEMM_BF16, G32(o->wk), GEMM_F32, 1, 1);
+    gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dv, GEMM_BF16, G32(o->wv), GEMM_F32, 1, 1);
+    gpu_rmsnorm_backward(g->dres, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm), a->rstd1,
+                         N, C, s);
+}
+
+double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *targets, double dloss, int last,
+                                  double *aux, int64_t *load) {
+    const ModelDims *d = g->d;
+    const int N = g->N;
+    /* Ranks' gradients are summed, so each carries 1/world of the mean. */
+    double scaled = dloss / g->dist->world;
+    g->emb_buckets = embedding_buckets_build(inputs, N, d->V, g->h_order, g->h_start, g->h_id);
+    double loss = forward(g, inputs, targets, 1, (float)(scaled / N), load);
+    *aux = g->h_scalars[1];
+    cudaStream_t s = g->stream;
+    cudaCheck(cudaMemsetAsync(g->dres, 0, sizeof(float) * (size_t)N * d->C, s));
+    gpu_rmsnorm_backward(g->dres, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final, W32(g->t->final_norm),
+                         g->rstdf, N, d->C, s);
+    for (int l = d->L - 1; l >= 0; l--) {
+        layer_backward(g, l, scaled);
+        if (last) reduce_layer(g, l, g->layer_done[l]);
+    }
+    cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, sizeof(int) * (size_t)N, cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
+                              cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaMemcpyAsync(g->emb_id, g->h_id, sizeof(int) * (size_t)g->emb_buckets, cudaMemcpyHostToDevice, s));
+    gpu_embedding_backward(G32(g->t->tok_emb), g->dres, g->emb_order, g->emb_start, g->emb_id, g->emb_buckets, d->C,
+                           s);
+    if (last) reduce_layer(g, -1, g->layer_done[d->L]);
+    /* The host arrays of the bucketing are reused by the next micro-batch: wait for the copies. */
+    cudaCheck(cudaStreamSynchronize(s));
+    return loss;
+}
+
+/* ---------- optimizer ---------- */
+
+double gpu_model_grad_norm(GpuModel *g) {
+    cudaStream_t s = g->stream;
+    if (g->comms->world) {
+        cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
+        cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
+    }
+    int nrep = 0, nexp = 0;
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        int slot = p->kind == PARAM_EXPERT ? g->t->count - 1 - nexp++ : nrep++;
+        gpu_sumsq_partials(g->partials + (size_t)slot * REDUCE_PARTIALS, g->grads + p->offset, (long)p->numel, s);
+    }
+    /* Replicated tensors' partials fill the front slots, expert tensors' the back ones. */
+    gpu_sum_f64(g->scalars, g->partials, (long)nrep * REDUCE_PARTIALS, 0, s);
+    gpu_sum_f64(g->scalars + 1, g->partials + (size_t)(g->t->count - nexp) * REDUCE_PARTIALS,
+                (long)nexp * REDUCE_PARTIALS, 0, s);
+    cudaCheck(cudaMemcpyAsync(g->h_scalars, g->scalars, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    double rep = g->h_scalars[0], exp = g->h_scalars[1];
+    if (g->dist->ep > 1) MPI_Allreduce(MPI_IN_PLACE, &exp, 1, MPI_DOUBLE, MPI_SUM, g->dist->ep_comm);
+    return sqrt(rep + exp);
+}
+
+void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
+    const TrainConfig *tc = g->tc;
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        size_t o = p->offset;
+        gpu_adamw(g->params + o, g->params_bf16 + o, g->grads + o, g->adam_m + o, g->adam_v + o, (long)p->numel, lr,
+                  tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
+    }
+}

@@ -1,0 +1,53 @@
+/*
+ * The whole model on the GPU: parameters (fp32 masters and their bf16 copies), gradients and AdamW
+ * moments in the parameter table's flat layout, activations from one memory plan, and the forward
+ * and backward of a micro-batch composed from the kernels (kernels/), cuBLAS (gpu/gemm.h) and
+ * the unfused MoE layer. Gradients are summed over the ranks by NCCL on a second stream, one
+ * layer at a time as the backward finishes it, overlapped with the layers still to go.
+ * Same function as the CPU reference (src/cpu/model_cpu.h) with the numerics of DESIGN.md.
+ */
+#ifndef MOKC_GPU_MODEL_H
+#define MOKC_GPU_MODEL_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "dist.h"
+#include "gpu/comms.h"
+#include "model.h"
+
+typedef struct GpuModel GpuModel;
+
+/* Builds the memory plan for micro-batch B x T, allocates it (printing nothing) and creates the
+ * streams and handles. The model holds pointers to d, t, dist and comms: they must outlive it. */
+GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,
+                           const GpuComms *comms, int B, int T);
+void gpu_model_destroy(GpuModel *g);
+/* "GPU memory plan: parameters ... MiB, ..." */
+void gpu_model_print_plan(const GpuModel *g);
+
+/* Host <-> device copies of the optimizer state (fresh start, checkpoints and resume). m and v
+ * may be NULL (left as they are). The bf16 copies follow the parameters. */
+void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v);
+void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v);
+/* The expert-selection biases (L, E), host fp32. */
+void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
+
+void gpu_model_zero_grads(GpuModel *g);
+/* The fp32 gradients to the host (tests, diagnostics). */
+void gpu_model_download_grads(GpuModel *g, float *grads);
+/* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients
+ * the gradient of dloss * (mean cross-entropy + aux_coef * aux) averaged over the ranks. On the
+ * last micro-batch of a step (`last`) it starts the gradient all-reduce as layers finish.
+ * Returns this rank's mean cross-entropy; *aux = the sum of the layers' aux losses; load (L, E)
+ * += this rank's routed slots per expert. */
+double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *targets, double dloss, int last,
+                                  double *aux, int64_t *load);
+/* Mean cross-entropy of one micro-batch, no gradients (validation). */
+double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets);
+/* Waits for the all-reduce; returns the global gradient norm (every rank gets the same). */
+double gpu_model_grad_norm(GpuModel *g);
+/* AdamW over every tensor (gradients times grad_scale), refreshing the bf16 copies. t is 1-based. */
+void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t);
+
+#endif
