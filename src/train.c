@@ -521,14 +521,21 @@ static double validate(Trainer *tr) {
     return sum / (tr->cfg.data.val_batches * tr->dist.world);
 }
 
+/* Model FLOPs utilisation per GPU against the H200's dense bf16 peak (DESIGN.md's accounting:
+ * 6 x active parameters x tokens + attention). */
+#define MFU_PEAK_FLOPS 989e12
+
 static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
     const MokcConfig *c = &tr->cfg;
     if (tr->dist.rank != 0) return;
     bool last = tr->step == c->train.steps;
+    double per_rank = s->tokens_per_s / tr->dist.world;
+    double mfu = tr->use_gpu ? model_flops_per_token(&tr->dims, c->train.seq_len) * per_rank / MFU_PEAK_FLOPS : NAN;
     if (tr->step % c->log.every == 0 || tr->step == 1 || last) {
-        printf("step %5d/%d | loss %.4f | aux %.4f | norm %.3f | lr %.2e | %6.0f ms | %7.0f tok/s | load max/mean %.2f",
-               tr->step, c->train.steps, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s,
-               s->imbalance);
+        printf("step %5d/%d | loss %.4f | aux %.4f | norm %.3f | lr %.2e | %6.0f ms | %7.0f tok/s", tr->step,
+               c->train.steps, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s);
+        if (tr->use_gpu) printf(" | %7.0f tok/s/GPU | MFU %4.1f%%", per_rank, 100 * mfu);
+        printf(" | load max/mean %.2f", s->imbalance);
         if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
         printf("\n");
         fflush(stdout);
@@ -536,9 +543,11 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
     if (tr->metrics) {
         fprintf(tr->metrics,
                 "{\"step\": %d, \"loss\": %.17g, \"aux_loss\": %.17g, \"grad_norm\": %.9g, \"lr\": %.9g, "
-                "\"ms\": %.3f, \"tokens_per_s\": %.1f, \"tokens_seen\": %lld, \"load_max_over_mean\": %.6g",
-                tr->step, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s,
+                "\"ms\": %.3f, \"tokens_per_s\": %.1f, \"tokens_per_s_per_rank\": %.1f, \"tokens_seen\": %lld, "
+                "\"load_max_over_mean\": %.6g",
+                tr->step, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s, per_rank,
                 (long long)tr->tokens_seen, s->imbalance);
+        if (tr->use_gpu) fprintf(tr->metrics, ", \"mfu\": %.6g", mfu);
         if (!isnan(val_loss)) fprintf(tr->metrics, ", \"val_loss\": %.17g", val_loss);
         fprintf(tr->metrics, "}\n");
         fflush(tr->metrics);

@@ -36,6 +36,7 @@ int test_run(const char *command, char *out, size_t outlen);
  * log.metrics_path), up to max values; returns how many were read (0 if the file is missing). */
 int test_read_metric(const char *path, const char *key, double *values, int max);
 
+
 #define CHECK(cond)                                                          \
     do {                                                                     \
         if (!(cond)) test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);      \

@@ -22,6 +22,7 @@
 
 #include "ckpt.h"
 #include "signals.h"
+#include "h5_compare.h"
 #include "test.h"
 
 #define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np"
@@ -121,63 +122,6 @@ static void check_same_metrics(const char *a, const char *b, int expect) {
     }
 }
 
-typedef struct {
-    const char *other;
-    const char *group;
-    int compared, failed;
-} CompareCtx;
-
-static float *read_all_floats(hid_t loc, const char *name, hssize_t *n) {
-    hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
-    if (d < 0) return NULL;
-    hid_t sp = H5Dget_space(d);
-    *n = H5Sget_simple_extent_npoints(sp);
-    float *x = malloc(sizeof(float) * (size_t)(*n > 0 ? *n : 1));
-    if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0) {
-        free(x);
-        x = NULL;
-    }
-    H5Sclose(sp);
-    H5Dclose(d);
-    return x;
-}
-
-static herr_t compare_one(hid_t g, const char *name, const H5L_info_t *info, void *data) {
-    (void)info;
-    CompareCtx *c = data;
-    hid_t f2 = H5Fopen(c->other, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t g2 = f2 >= 0 ? H5Gopen2(f2, c->group, H5P_DEFAULT) : -1;
-    hssize_t na = 0, nb = 0;
-    float *a = read_all_floats(g, name, &na), *b = g2 >= 0 ? read_all_floats(g2, name, &nb) : NULL;
-    if (!a || !b || na != nb || memcmp(a, b, sizeof(float) * (size_t)na) != 0) {
-        if (c->failed++ < 3) test_fail(__FILE__, __LINE__, "%s/%s differs from %s", c->group, name, c->other);
-    }
-    c->compared++;
-    free(a);
-    free(b);
-    if (g2 >= 0) H5Gclose(g2);
-    if (f2 >= 0) H5Fclose(f2);
-    return 0;
-}
-
-/* Every dataset of `group` in file a equals (bit for bit) the one of the same name in b, and b
- * has no others. Returns the number compared. */
-static int compare_group(const char *a, const char *b, const char *group) {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* failures are reported by the checks */
-    CompareCtx ca = {b, group, 0, 0}, cb = {a, group, 0, 0};
-    for (int pass = 0; pass < 2; pass++) {
-        CompareCtx *c = pass ? &cb : &ca;
-        hid_t f = H5Fopen(pass ? b : a, H5F_ACC_RDONLY, H5P_DEFAULT);
-        hid_t g = f >= 0 ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
-        CHECK_MSG(g >= 0, "cannot open %s in %s", group, pass ? b : a);
-        if (g >= 0) H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, compare_one, c);
-        if (g >= 0) H5Gclose(g);
-        if (f >= 0) H5Fclose(f);
-    }
-    CHECK_EQ_INT(ca.compared, cb.compared);
-    return ca.compared;
-}
-
 static int64_t attr_of(const char *file, const char *name) {
     int64_t v = -1;
     hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -193,13 +137,13 @@ static void check_same_checkpoint(const char *a, const char *b, int world) {
     char ma[4400], mb[4400], sa[4400], sb[4400];
     snprintf(ma, sizeof ma, "%s/model.h5", a);
     snprintf(mb, sizeof mb, "%s/model.h5", b);
-    CHECK_MSG(compare_group(ma, mb, "params") >= 20, "too few tensors compared in %s", ma);
-    CHECK_EQ_INT(compare_group(ma, mb, "buffers"), 1);
+    CHECK_MSG(test_h5_same_group(ma, mb, "params") >= 20, "too few tensors compared in %s", ma);
+    CHECK_EQ_INT(test_h5_same_group(ma, mb, "buffers"), 1);
     for (int r = 0; r < world; r++) {
         snprintf(sa, sizeof sa, "%s/state_rank%05d.h5", a, r);
         snprintf(sb, sizeof sb, "%s/state_rank%05d.h5", b, r);
-        CHECK(compare_group(sa, sb, "adam_m") >= 20);
-        CHECK(compare_group(sa, sb, "adam_v") >= 20);
+        CHECK(test_h5_same_group(sa, sb, "adam_m") >= 20);
+        CHECK(test_h5_same_group(sa, sb, "adam_v") >= 20);
         const char *names[] = {"step", "tokens_seen", "loader_position"};
         for (int k = 0; k < 3; k++) CHECK_EQ_INT(attr_of(sa, names[k]), attr_of(sb, names[k]));
     }
@@ -211,7 +155,7 @@ static void check_same_checkpoint(const char *a, const char *b, int world) {
 static int bias_is_nonzero(const char *checkpoint) {
     hid_t f = H5Fopen(fmt("%s/model.h5", checkpoint), H5F_ACC_RDONLY, H5P_DEFAULT);
     hssize_t n = 0;
-    float *b = f >= 0 ? read_all_floats(f, "buffers/expert_bias", &n) : NULL;
+    float *b = f >= 0 ? test_h5_read_floats(f, "buffers/expert_bias", &n) : NULL;
     int nonzero = 0;
     for (hssize_t i = 0; b && i < n; i++) nonzero |= b[i] != 0;
     free(b);
@@ -636,7 +580,7 @@ static void mpi_ep2_model_file_and_resume(void) {
     if (!train_ok(&s, "", fmt("--set train.steps=2 --set train.micro_batch=8 --set train.lr=0 --set train.min_lr=0 "
                               "--set checkpoint.dir=%s", one)))
         return;
-    CHECK(compare_group(fmt("%s/step_00000002/model.h5", probe), fmt("%s/step_00000002/model.h5", one), "params") >= 20);
+    CHECK(test_h5_same_group(fmt("%s/step_00000002/model.h5", probe), fmt("%s/step_00000002/model.h5", one), "params") >= 20);
 
     char *a = fmt("%s/a", s.dir), *b = fmt("%s/b", s.dir), *ma = fmt("%s/a.jsonl", s.dir), *mb = fmt("%s/b.jsonl", s.dir);
     if (!train_ok(&s, np2, fmt("--set parallel.ep=2 --set train.steps=6 --set checkpoint.dir=%s --set "
