@@ -1,8 +1,9 @@
 /*
  * Row-major GEMMs on cuBLAS: bf16 or fp32 operands, fp32 accumulation, in the layout the rest of
  * mokc uses (activations (tokens, width), weights (in, out)). cuBLAS is column-major; these
- * wrappers swap the operands so callers never think about it. Deterministic for a fixed GPU,
- * toolkit and shape (one workspace per handle, no atomics).
+ * wrappers swap the operands so callers never think about it. Single GEMMs run on cuBLASLt,
+ * batched ones on cuBLAS. Deterministic for a fixed GPU, toolkit and shape (the same algorithm
+ * every time, one workspace per handle, no atomics). Not thread-safe: call from one host thread.
  */
 #ifndef MOKC_GPU_GEMM_H
 #define MOKC_GPU_GEMM_H
