@@ -105,6 +105,14 @@ static void choose_backend(Trainer *tr) {
         fail_all(tr, MOKC_EXIT_USAGE, "run on a machine with an NVIDIA GPU, or set \"backend\": \"cpu\"",
                  "backend: \"cuda\" but no GPU is visible to this process");
     tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && gpus > 0);
+    /* NCCL needs one GPU per rank; sharing one would fail later with a cryptic message. */
+    if (tr->use_gpu && tr->dist.local_size > gpus) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%d ranks on host %s but only %d GPU(s) visible: the CUDA backend runs one rank "
+                 "per GPU", tr->dist.local_size, tr->dist.host, gpus);
+        fail_all(tr, MOKC_EXIT_USAGE, "start at most one rank per GPU (mpirun -np <GPUs>), or set \"backend\": \"cpu\"",
+                 msg);
+    }
     if (tr->use_gpu)
         tr->backend_note = tr->cfg.moe_impl == MOE_IMPL_MOK && tr->cfg.moe.num_experts > 0
                                ? "MoE layers: unfused (moe_impl \"mok\" needs the megakernel, not built yet)"

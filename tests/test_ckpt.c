@@ -37,7 +37,7 @@ static const char *spec_text =
     " \"train\": {\"seq_len\": 16, \"micro_batch\": 4, \"steps\": 8, \"lr\": 0.01, \"min_lr\": 0.001,"
     " \"warmup_steps\": 2, \"seed\": 1},"
     " \"data\": {\"train\": \"%s/corpus.h5\", \"val\": \"%s/corpus-val.h5\", \"val_every\": 3, \"val_batches\": 2},"
-    " \"log\": {\"every\": 100}}";
+    " \"log\": {\"every\": 100}, \"backend\": \"cpu\"}";
 
 typedef struct {
     char dir[4096];

@@ -19,7 +19,7 @@ static const char *small_spec =
     " \"n_shared_experts\": 1, \"router_aux_loss_coef\": 0.01, \"expert_bias_update_rate\": 0.001},"
     " \"train\": {\"seq_len\": 32, \"micro_batch\": 8, \"steps\": 50, \"lr\": 0.01, \"min_lr\": 0.001,"
     " \"warmup_steps\": 5, \"seed\": 1},"
-    " \"data\": {\"train\": \"%s/corpus.h5\"}, \"log\": {\"every\": 10}}";
+    " \"data\": {\"train\": \"%s/corpus.h5\"}, \"log\": {\"every\": 10}, \"backend\": \"cpu\"}";
 
 /* Prepares LICENSE into a fresh directory and writes the spec there; returns the directory. */
 static const char *prepare_corpus(char *spec_path, size_t len) {

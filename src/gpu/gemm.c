@@ -125,6 +125,11 @@ void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, co
                                workspace_of(h), LT_WORKSPACE_BYTES, stream));
 }
 
+void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+                     const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
+    gemm_rm_strided(h, trans_a, trans_b, M, N, K, A, ta, 0, B, tb, 0, C, tc, 0, 1, alpha, beta);
+}
+
 void gemm_rm_strided(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                      long long stride_a, const void *B, GemmType tb, long long stride_b, void *C, GemmType tc,
                      long long stride_c, int batch, float alpha, float beta) {

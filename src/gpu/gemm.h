@@ -17,6 +17,11 @@ typedef enum { GEMM_BF16, GEMM_F32 } GemmType;
 void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
              const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
 
+/* The same on cuBLAS without a cached plan, for shapes that change from call to call (the rows of
+ * an expert's segment): the plan cache stays bounded, and every shape takes the same path. */
+void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+                     const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
+
 /* The same for `batch` problems at fixed element strides between consecutive A, B and C. */
 void gemm_rm_strided(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                      long long stride_a, const void *B, GemmType tb, long long stride_b, void *C, GemmType tc,

@@ -402,18 +402,18 @@ void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const f
     for (int el = 0; el < El; el++) {
         const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
         if (M == 0) continue;
-        gemm_rm(w->blas, 0, 0, M, I, C, a->xr + (size_t)r0 * C, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16,
-                a->pre_gate + (size_t)r0 * I, GEMM_BF16, 1.0f, 0.0f);
-        gemm_rm(w->blas, 0, 0, M, I, C, a->xr + (size_t)r0 * C, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16,
-                a->pre_up + (size_t)r0 * I, GEMM_BF16, 1.0f, 0.0f);
+        gemm_rm_dynamic(w->blas, 0, 0, M, I, C, a->xr + (size_t)r0 * C, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16,
+                        a->pre_gate + (size_t)r0 * I, GEMM_BF16, 1.0f, 0.0f);
+        gemm_rm_dynamic(w->blas, 0, 0, M, I, C, a->xr + (size_t)r0 * C, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16,
+                        a->pre_up + (size_t)r0 * I, GEMM_BF16, 1.0f, 0.0f);
     }
     gpu_swiglu_forward(w->h, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
     bf16_t *out = ep > 1 ? w->rows_out : a->ye;
     for (int el = 0; el < El; el++) {
         const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
         if (M == 0) continue;
-        gemm_rm(w->blas, 0, 0, M, C, I, w->h + (size_t)r0 * I, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
-                out + (size_t)r0 * C, GEMM_BF16, 1.0f, 0.0f);
+        gemm_rm_dynamic(w->blas, 0, 0, M, C, I, w->h + (size_t)r0 * I, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
+                        out + (size_t)r0 * C, GEMM_BF16, 1.0f, 0.0f);
     }
 
     /* 8. outputs back to their sources, in their expert order */
@@ -485,21 +485,21 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
     for (int el = 0; el < El; el++) {
         const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
         if (M == 0) continue;
-        gemm_rm(w->blas, 0, 1, M, I, C, dyr + (size_t)r0 * C, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
-                w->dh + (size_t)r0 * I, GEMM_F32, 1.0f, 0.0f);
-        gemm_rm(w->blas, 1, 0, I, C, M, w->h + (size_t)r0 * I, GEMM_BF16, dyr + (size_t)r0 * C, GEMM_BF16,
-                g->w_down + el * CI, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm_dynamic(w->blas, 0, 1, M, I, C, dyr + (size_t)r0 * C, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
+                        w->dh + (size_t)r0 * I, GEMM_F32, 1.0f, 0.0f);
+        gemm_rm_dynamic(w->blas, 1, 0, I, C, M, w->h + (size_t)r0 * I, GEMM_BF16, dyr + (size_t)r0 * C, GEMM_BF16,
+                        g->w_down + el * CI, GEMM_F32, 1.0f, 1.0f);
     }
     gpu_swiglu_backward(w->dpg, w->dpu, w->dh, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
     for (int el = 0; el < El; el++) {
         const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
         if (M == 0) continue;
         const bf16_t *xr = a->xr + (size_t)r0 * C, *dpg = w->dpg + (size_t)r0 * I, *dpu = w->dpu + (size_t)r0 * I;
-        gemm_rm(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpg, GEMM_BF16, g->w_gate + el * CI, GEMM_F32, 1.0f, 1.0f);
-        gemm_rm(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpu, GEMM_BF16, g->w_up + el * CI, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm_dynamic(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpg, GEMM_BF16, g->w_gate + el * CI, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm_dynamic(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpu, GEMM_BF16, g->w_up + el * CI, GEMM_F32, 1.0f, 1.0f);
         float *dxr = w->dxr + (size_t)r0 * C;
-        gemm_rm(w->blas, 0, 1, M, C, I, dpg, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 0.0f);
-        gemm_rm(w->blas, 0, 1, M, C, I, dpu, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm_dynamic(w->blas, 0, 1, M, C, I, dpg, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 0.0f);
+        gemm_rm_dynamic(w->blas, 0, 1, M, C, I, dpu, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 1.0f);
     }
 
     /* dx rows (bf16) back to their sources, in their expert order: w->xe */
