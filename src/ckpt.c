@@ -16,6 +16,7 @@
 #include <hdf5.h>
 
 #include "common.h"
+#include "dist.h"
 #include "h5io.h"
 
 /* Chunk size bound: far below HDF5's 4 GiB chunk limit, and a checksum per 16 MiB. */
@@ -39,9 +40,9 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 static int agree(const Dist *d, int failed, char *err, size_t errlen) {
     if (d->world == 1) return failed;
     int first = failed ? d->rank : d->world;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first == d->world) return 0;
-    MPI_Bcast(err, (int)errlen, MPI_CHAR, first, MPI_COMM_WORLD);
+    mpiCheck(MPI_Bcast(err, (int)errlen, MPI_CHAR, first, MPI_COMM_WORLD));
     return 1;
 }
 
@@ -185,8 +186,8 @@ int ckpt_resolve_resume(const CheckpointConfig *cc, const Dist *d, char *path, s
         step = ckpt_find_latest(cc->dir, path, pathlen);
     }
     if (d->world > 1) {
-        MPI_Bcast(&step, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        MPI_Bcast(path, (int)pathlen, MPI_CHAR, 0, MPI_COMM_WORLD);
+        mpiCheck(MPI_Bcast(&step, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        mpiCheck(MPI_Bcast(path, (int)pathlen, MPI_CHAR, 0, MPI_COMM_WORLD));
     }
     return step >= 0;
 }
@@ -513,7 +514,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
                               tmpdir, strerror(errno));
         }
     }
-    if (d->world > 1) MPI_Bcast(tmpdir, (int)sizeof tmpdir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (d->world > 1) mpiCheck(MPI_Bcast(tmpdir, (int)sizeof tmpdir, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (agree(d, failed, err, errlen)) goto out;
     fault_point("dir", s->step);
 
@@ -544,7 +545,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
     snprintf(file, sizeof file, "%s/state_rank%05d.h5", tmpdir, d->rank);
     int64_t mine = file_size(file);
     int64_t *sizes = d->rank == 0 ? mallocCheck(sizeof(int64_t) * (size_t)d->world) : NULL;
-    if (d->world > 1) MPI_Gather(&mine, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (d->world > 1) mpiCheck(MPI_Gather(&mine, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
     else sizes[0] = mine;
     if (d->rank == 0) {
         snprintf(file, sizeof file, "%s/" MODEL_FILE, tmpdir);

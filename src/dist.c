@@ -8,13 +8,13 @@
 
 #include "common.h"
 
-static void mpi_check(int rc, const char *what) {
-    if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        mokc_die(MOKC_EXIT_RUNTIME, "check the MPI launch (mpirun/srun) and the network", "%s failed: %s", what, text);
-    }
+void dist_mpi_check(int rc, const char *what, const char *file, int line) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    mokc_die(MOKC_EXIT_RUNTIME, "check the MPI launch (mpirun/srun), that every rank runs the same spec, and the network",
+             "%s failed at %s:%d: %s", what, file, line, text);
 }
 
 int dist_launcher_rank(void) {
@@ -30,15 +30,16 @@ void dist_init(Dist *d, int *argc, char ***argv) {
     memset(d, 0, sizeof *d);
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited) mpi_check(MPI_Init(argc, argv), "MPI_Init");
-    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &d->world);
+    if (!inited) mpiCheck(MPI_Init(argc, argv));
+    /* Errors come back to mpiCheck, which names the call, the place and the rank. */
+    mpiCheck(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &d->world));
     MPI_Comm local;
-    mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local),
-              "MPI_Comm_split_type");
-    MPI_Comm_rank(local, &d->local_rank);
-    MPI_Comm_size(local, &d->local_size);
-    MPI_Comm_free(&local);
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &local));
+    mpiCheck(MPI_Comm_rank(local, &d->local_rank));
+    mpiCheck(MPI_Comm_size(local, &d->local_size));
+    mpiCheck(MPI_Comm_free(&local));
     gethostname(d->host, sizeof d->host - 1);
     d->ep = d->dp = 1;
     d->ep_comm = d->dp_comm = MPI_COMM_NULL;
@@ -56,8 +57,8 @@ bool dist_make_groups(Dist *d, int ep, char *msg, size_t msglen) {
     d->dp = d->world / ep;
     d->ep_rank = d->rank % ep;
     d->dp_rank = d->rank / ep;
-    mpi_check(MPI_Comm_split(MPI_COMM_WORLD, d->dp_rank, d->ep_rank, &d->ep_comm), "MPI_Comm_split(ep)");
-    mpi_check(MPI_Comm_split(MPI_COMM_WORLD, d->ep_rank, d->dp_rank, &d->dp_comm), "MPI_Comm_split(dp)");
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, d->dp_rank, d->ep_rank, &d->ep_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, d->ep_rank, d->dp_rank, &d->dp_comm));
     return true;
 }
 
@@ -67,7 +68,7 @@ void dist_print_layout(const Dist *d, int num_experts) {
     int n = d->world < 64 ? d->world : 64;
     char mine[256];
     snprintf(mine, sizeof mine, "%s", d->host);
-    if (d->world <= 64) MPI_Gather(mine, 256, MPI_CHAR, hosts, 256, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (d->world <= 64) mpiCheck(MPI_Gather(mine, 256, MPI_CHAR, hosts, 256, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (d->rank != 0) return;
     printf("layout: world %d = dp %d x ep %d\n", d->world, d->dp, d->ep);
     for (int r = 0; r < n; r++) {
@@ -80,8 +81,8 @@ void dist_print_layout(const Dist *d, int num_experts) {
 }
 
 void dist_finalize(Dist *d) {
-    if (d->ep_comm != MPI_COMM_NULL) MPI_Comm_free(&d->ep_comm);
-    if (d->dp_comm != MPI_COMM_NULL) MPI_Comm_free(&d->dp_comm);
+    if (d->ep_comm != MPI_COMM_NULL) mpiCheck(MPI_Comm_free(&d->ep_comm));
+    if (d->dp_comm != MPI_COMM_NULL) mpiCheck(MPI_Comm_free(&d->dp_comm));
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) MPI_Finalize();

@@ -30,6 +30,10 @@ bool dist_make_groups(Dist *dist, int ep, char *msg, size_t msglen);
 /* Rank 0 prints the layout: world, dp, ep, hosts and which experts live on which rank. */
 void dist_print_layout(const Dist *dist, int num_experts);
 void dist_finalize(Dist *dist);
+/* Checks an MPI call's return code: on failure prints the call, file:line, the rank and a hint,
+ * then stops the job (MPI_COMM_WORLD returns errors instead of aborting inside MPI). */
+void dist_mpi_check(int rc, const char *what, const char *file, int line);
+#define mpiCheck(call) dist_mpi_check((call), #call, __FILE__, __LINE__)
 /* Every rank exits with `code` after a barrier-free MPI_Finalize where possible (errors that all
  * ranks detect identically) — never leaves mpirun hanging. */
 void dist_exit(Dist *dist, int code) __attribute__((noreturn));

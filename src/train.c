@@ -339,7 +339,7 @@ static bool checkpoint_due(const Trainer *tr) {
 /* The stop signal any rank received (0: none), the same on every rank, so that all stop together. */
 static int stop_requested(const Trainer *tr) {
     int sig = signals_stop_requested();
-    if (tr->dist.world > 1) MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (tr->dist.world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     return sig;
 }
 
@@ -376,7 +376,7 @@ static void average_gradients(Trainer *tr) {
         const ParamInfo *p = &tr->table.items[i];
         MPI_Comm comm = p->kind == PARAM_EXPERT ? d->dp_comm : MPI_COMM_WORLD;
         float *g = tr->grads + p->offset;
-        if (p->kind != PARAM_EXPERT || d->dp > 1) MPI_Allreduce(MPI_IN_PLACE, g, (int)p->numel, MPI_FLOAT, MPI_SUM, comm);
+        if (p->kind != PARAM_EXPERT || d->dp > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g, (int)p->numel, MPI_FLOAT, MPI_SUM, comm));
         for (size_t j = 0; j < p->numel; j++) g[j] /= (float)d->world;
     }
 }
@@ -391,7 +391,7 @@ static double global_grad_norm(const Trainer *tr) {
         if (p->kind == PARAM_EXPERT) exp += s;
         else rep += s;
     }
-    if (tr->dist.ep > 1) MPI_Allreduce(MPI_IN_PLACE, &exp, 1, MPI_DOUBLE, MPI_SUM, tr->dist.ep_comm);
+    if (tr->dist.ep > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &exp, 1, MPI_DOUBLE, MPI_SUM, tr->dist.ep_comm));
     return sqrt(rep + exp);
 }
 
@@ -491,8 +491,8 @@ static StepStats train_step(Trainer *tr) {
     }
     double sums[2] = {loss_sum, aux_sum};
     if (tr->dist.world > 1) {
-        MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, tr->load, d->L * (d->E > 0 ? d->E : 1), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, tr->load, d->L * (d->E > 0 ? d->E : 1), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
     }
     s.loss = sums[0] / (c->train.grad_accum * tr->dist.world);
     s.aux = sums[1] / (c->train.grad_accum * tr->dist.world);
@@ -525,7 +525,7 @@ static double validate(Trainer *tr) {
 #endif
         sum += cpu_model_forward(&tr->model, tr->params, tr->expert_bias, tr->inputs, tr->targets);
     }
-    if (tr->dist.world > 1) MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (tr->dist.world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return sum / (tr->cfg.data.val_batches * tr->dist.world);
 }
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "dist.h"
 
 typedef OP(MoeWeights) Weights;
 typedef OP(MoeActs) Acts;
@@ -31,13 +32,13 @@ typedef OP(MoeActs) Acts;
 
 static int ep_size(const MoeDims *d) {
     int n = 1;
-    if (d->comm) MPI_Comm_size(d->comm->ep, &n);
+    if (d->comm) mpiCheck(MPI_Comm_size(d->comm->ep, &n));
     return n;
 }
 
 static int stats_size(const MoeDims *d) {
     int n = 1;
-    if (d->comm) MPI_Comm_size(d->comm->stats, &n);
+    if (d->comm) mpiCheck(MPI_Comm_size(d->comm->stats, &n));
     return n;
 }
 
@@ -193,8 +194,8 @@ static double aux_loss_forward(Acts *a, const MoeDims *d, int N) {
     for (int e = 0; e < E; e++) a->stat_counts[e] = a->counts[e];
     const int ranks = stats_size(d);
     if (ranks > 1) {
-        MPI_Allreduce(MPI_IN_PLACE, psum, E, MPI_DOUBLE, MPI_SUM, d->comm->stats);
-        MPI_Allreduce(MPI_IN_PLACE, a->stat_counts, E, MPI_LONG_LONG, MPI_SUM, d->comm->stats);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, psum, E, MPI_DOUBLE, MPI_SUM, d->comm->stats));
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, a->stat_counts, E, MPI_LONG_LONG, MPI_SUM, d->comm->stats));
     }
     const double Ns = (double)N * ranks; /* every rank holds a micro-batch of N tokens */
     double acc = 0;
@@ -262,7 +263,7 @@ static void dispatch_gather(real *xe, const real *x, const int *row_slot, int ro
 static void exchange_plan(Acts *a, const MoeDims *d) {
     const int ep = d->ep, El = d->E / d->ep;
     int *recv_counts = mallocCheck((size_t)d->E * sizeof(int)); /* [source][local expert] */
-    if (ep > 1) MPI_Alltoall(a->counts, El, MPI_INT, recv_counts, El, MPI_INT, d->comm->ep);
+    if (ep > 1) mpiCheck(MPI_Alltoall(a->counts, El, MPI_INT, recv_counts, El, MPI_INT, d->comm->ep));
     else memcpy(recv_counts, a->counts, (size_t)d->E * sizeof(int));
     int *source_start = mallocCheck((size_t)d->E * sizeof(int)); /* [source][el]: first row in source order */
     int row = 0;
@@ -303,7 +304,7 @@ static void alltoall_rows(real *recv, const int *recv_rows, const real *send, co
         sc[p] = send_rows[p] * C, sd[p] = so * C, so += send_rows[p];
         rc[p] = recv_rows[p] * C, rd[p] = ro * C, ro += recv_rows[p];
     }
-    MPI_Alltoallv(send, sc, sd, MPI_REAL_T, recv, rc, rd, MPI_REAL_T, d->comm->ep);
+    mpiCheck(MPI_Alltoallv(send, sc, sd, MPI_REAL_T, recv, rc, rd, MPI_REAL_T, d->comm->ep));
     free(sc);
 }
 

@@ -224,7 +224,7 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Median over iterations of the per-iteration max over ranks. Sorts t. */
 static double median_of_max(double *t, int n) {
-    MPI_Allreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     qsort(t, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
@@ -241,7 +241,7 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
     cudaCheck(cudaStreamSynchronize(s));
     double *tf = callocCheck((size_t)args->iters, sizeof(double)), *tb = callocCheck((size_t)args->iters, sizeof(double));
     for (int it = 0; it < args->iters; it++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
         cudaCheck(cudaEventRecord(e0, s));
         layer_forward(L, s);
         cudaCheck(cudaEventRecord(e1, s));
@@ -251,7 +251,7 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
         tf[it] = ms;
     }
     for (int it = 0; it < args->iters; it++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
         cudaCheck(cudaEventRecord(e0, s));
         layer_forward(L, s);
         layer_backward(L, daux, s);
@@ -294,7 +294,7 @@ static double rel_err(const float *a, double scale, const float *b, long n) {
 static double rel_err_summed(const float *a, double scale, const float *b, long n) {
     double *s = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof(double));
     for (long i = 0; i < n; i++) s[i] = a[i];
-    if (n > 0) MPI_Allreduce(MPI_IN_PLACE, s, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (n > 0) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, s, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     double num = 0, den = 0;
     for (long i = 0; i < n; i++) {
         const double d = s[i] * scale - (double)b[i];
@@ -353,7 +353,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         free(g1);
         free(g2);
     }
-    MPI_Allreduce(MPI_IN_PLACE, err, 4 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, err, 4 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     int fail = 0;
     if (rank == 0) printf("ep check: %d ranks x %d tokens, ep = %d%s; max over ranks:\n", world, N, d_ep->ep,
                           args->skew ? ", skewed routing" : "");

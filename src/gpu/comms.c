@@ -13,7 +13,7 @@ void gpu_comms_init(GpuComms *c, const Dist *dist) {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     ncclUniqueId id;
     if (dist->rank == 0) ncclCheck(ncclGetUniqueId(&id));
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    mpiCheck(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
     ncclCheck(ncclCommInitRank(&c->world, dist->world, id, dist->rank));
     /* color = group, key = rank inside the group (the same numbering as the MPI groups). */
     if (dist->ep > 1) ncclCheck(ncclCommSplit(c->world, dist->dp_rank, dist->ep_rank, &c->ep, NULL));

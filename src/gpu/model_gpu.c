@@ -26,6 +26,7 @@
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
 #include "common.h"
+#include "dist.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
 #include "gpu/memory_plan.h"
@@ -477,7 +478,7 @@ double gpu_model_grad_norm(GpuModel *g) {
     cudaCheck(cudaMemcpyAsync(g->h_scalars, g->scalars, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
     double rep = g->h_scalars[0], exp = g->h_scalars[1];
-    if (g->dist->ep > 1) MPI_Allreduce(MPI_IN_PLACE, &exp, 1, MPI_DOUBLE, MPI_SUM, g->dist->ep_comm);
+    if (g->dist->ep > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &exp, 1, MPI_DOUBLE, MPI_SUM, g->dist->ep_comm));
     return sqrt(rep + exp);
 }
 
