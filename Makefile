@@ -44,7 +44,7 @@ LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
              -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
 ifeq ($(WITH_CUDA),1)
-CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
+CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include $(if $(filter-out /usr/include $(CUDA_HOME)/include,$(NCCL_INC)),-I$(NCCL_INC))
 LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 endif
 
@@ -123,11 +123,14 @@ $(BUILD)/flags: FORCE
 	@echo '$(BASE_FLAGS)' | cmp -s - $@ || echo '$(BASE_FLAGS)' > $@
 FORCE:
 
-test: deps all $(BUILD)/mokc_tests
+# The two README commands install first, then build on every core, then run.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+test: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all $(BUILD)/mokc_tests
 	@MOKC_BIN=$(BUILD)/mokc OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BUILD)/mokc_tests $(T)
 
 asan:
-	@$(MAKE) --no-print-directory BUILD=build/asan SAN=1 NO_CUDA=1 build/asan/mokc build/asan/mokc_tests
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/asan SAN=1 NO_CUDA=1 build/asan/mokc build/asan/mokc_tests
 	@ASAN_OPTIONS=detect_leaks=0 MOKC_BIN=build/asan/mokc build/asan/mokc_tests $(T)
 
 # libFuzzer targets for the parsers of untrusted input (not run by CI): each runs FUZZ_SECONDS from
@@ -155,9 +158,10 @@ fuzz: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	done
 
 data: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@bash scripts/fetch-data.sh
 
-run: deps all data
+run: data
 	@bash scripts/run-tiny.sh
 
 ptx sass: check-deps
