@@ -140,7 +140,7 @@ FUZZ_FLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,
               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 FUZZ_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 FUZZ_TARGETS := llmc_bin config
-fuzz_srcs_llmc_bin := src/import.c
+fuzz_srcs_llmc_bin := src/import.c src/common.c
 fuzz_srcs_config := src/config.c src/common.c
 .SECONDEXPANSION:
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(fuzz_srcs_$$*)

@@ -6,15 +6,12 @@
 
 #include <cuda_bf16.h>
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
+
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr long kMaxBlocks = 8192;
-
-bool aligned(const void *p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
 
 struct AdamWConst {
     float lr, b1, b2, omb1, omb2, c1, c2, eps, wd, gs;
@@ -27,13 +24,6 @@ __device__ __forceinline__ void adamw_elem(float &w, float graw, float &m, float
     const float mhat = __fdiv_rn(m, a.c1), vhat = __fdiv_rn(v, a.c2);
     const float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), a.eps)), __fmul_rn(a.wd, w));
     w = __fsub_rn(w, __fmul_rn(a.lr, step));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
 }
 
 __global__ void adamw_kernel(float *params, __nv_bfloat16 *pbf, const float *grads, float *m, float *v, long n,
@@ -83,10 +73,7 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads
     a.omb2 = 1.0f - a.b2;
     const int vec = aligned(params, 16) && aligned(grads, 16) && aligned(m, 16) && aligned(v, 16) &&
                     (!params_bf16 || aligned(params_bf16, 8));
-    long items = vec ? n / 4 + 4 : n;
-    long blocks = (items + kThreads - 1) / kThreads;
-    if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-    adamw_kernel<<<(int)blocks, kThreads, 0, stream>>>(params, reinterpret_cast<__nv_bfloat16 *>(params_bf16), grads,
-                                                       m, v, n, a, vec);
+    adamw_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(
+        params, reinterpret_cast<__nv_bfloat16 *>(params_bf16), grads, m, v, n, a, vec);
     cudaCheckLaunch();
 }

@@ -5,30 +5,12 @@
 #include "cast.h"
 
 #include <cuda_bf16.h>
-#include <stdint.h>
-#include <string.h>
+
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr long kMaxBlocks = 8192; /* beyond this the grid-stride loops take over */
-
-int grid_for(long items) {
-    long b = (items + kThreads - 1) / kThreads;
-    if (b < 1) b = 1;
-    return (int)(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* .x = a is the lower address */
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
-__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
 __global__ void f32_to_bf16_kernel(__nv_bfloat16 *out, const float *in, long n, int vec) {
     long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
@@ -97,7 +79,7 @@ __global__ void add_bf16_to_f32_kernel(float *y, const __nv_bfloat16 *x, long n,
 extern "C" void gpu_cast_f32_to_bf16(bf16_t *out, const float *in, long n, cudaStream_t stream) {
     if (n <= 0) return;
     int vec = aligned16(out) && aligned16(in);
-    f32_to_bf16_kernel<<<grid_for(vec ? n / 8 + 8 : n), kThreads, 0, stream>>>(
+    f32_to_bf16_kernel<<<grid_for(vec ? n / 8 + 8 : n, kThreads), kThreads, 0, stream>>>(
         reinterpret_cast<__nv_bfloat16 *>(out), in, n, vec);
     cudaCheckLaunch();
 }
@@ -105,7 +87,7 @@ extern "C" void gpu_cast_f32_to_bf16(bf16_t *out, const float *in, long n, cudaS
 extern "C" void gpu_cast_bf16_to_f32(float *out, const bf16_t *in, long n, cudaStream_t stream) {
     if (n <= 0) return;
     int vec = aligned16(out) && aligned16(in);
-    bf16_to_f32_kernel<<<grid_for(vec ? n / 8 + 8 : n), kThreads, 0, stream>>>(
+    bf16_to_f32_kernel<<<grid_for(vec ? n / 8 + 8 : n, kThreads), kThreads, 0, stream>>>(
         out, reinterpret_cast<const __nv_bfloat16 *>(in), n, vec);
     cudaCheckLaunch();
 }
@@ -113,14 +95,14 @@ extern "C" void gpu_cast_bf16_to_f32(float *out, const bf16_t *in, long n, cudaS
 extern "C" void gpu_add_f32(float *y, const float *x, long n, cudaStream_t stream) {
     if (n <= 0) return;
     int vec = aligned16(y) && aligned16(x);
-    add_f32_kernel<<<grid_for(vec ? n / 4 + 4 : n), kThreads, 0, stream>>>(y, x, n, vec);
+    add_f32_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(y, x, n, vec);
     cudaCheckLaunch();
 }
 
 extern "C" void gpu_add_bf16_to_f32(float *y, const bf16_t *x, long n, cudaStream_t stream) {
     if (n <= 0) return;
     int vec = aligned16(y) && aligned16(x);
-    add_bf16_to_f32_kernel<<<grid_for(vec ? n / 8 + 8 : n), kThreads, 0, stream>>>(
+    add_bf16_to_f32_kernel<<<grid_for(vec ? n / 8 + 8 : n, kThreads), kThreads, 0, stream>>>(
         y, reinterpret_cast<const __nv_bfloat16 *>(x), n, vec);
     cudaCheckLaunch();
 }

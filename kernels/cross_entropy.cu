@@ -7,14 +7,12 @@
 
 #include <cuda_bf16.h>
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
+
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kMaxThreads = 1024;
-
-bool aligned(const void *p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
 
 /* (m, s) <- (m, s) (+) (m2, s2); commutative, so a butterfly gives every lane the same result.
  * An empty pair (s == 0, m == -inf) contributes nothing. */
@@ -45,25 +43,6 @@ __device__ __forceinline__ void block_combine(float &m, float &s, float *red_m, 
     }
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
-
-template <int VEC> __device__ __forceinline__ void load(float (&v)[VEC], const float *p) {
-    if constexpr (VEC == 4) {
-        float4 t = *reinterpret_cast<const float4 *>(p);
-        v[0] = t.x;
-        v[1] = t.y;
-        v[2] = t.z;
-        v[3] = t.w;
-    } else {
-        v[0] = *p;
-    }
-}
-
 template <int VEC>
 __global__ void __launch_bounds__(kMaxThreads)
     cross_entropy_kernel(float *losses, __nv_bfloat16 *dlogits, const float *logits, const int *targets, int V,
@@ -74,7 +53,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x * VEC; j < V; j += blockDim.x * VEC) {
         float v[VEC];
-        load<VEC>(v, x + j);
+        load_f32<VEC>(v, x + j);
         float mx = v[0];
 #pragma unroll
         for (int k = 1; k < VEC; k++) mx = v[k] > mx ? v[k] : mx;
@@ -93,13 +72,10 @@ __global__ void __launch_bounds__(kMaxThreads)
     __nv_bfloat16 *d = dlogits + row * V;
     for (int j = threadIdx.x * VEC; j < V; j += blockDim.x * VEC) {
         float v[VEC];
-        load<VEC>(v, x + j);
+        load_f32<VEC>(v, x + j);
 #pragma unroll
         for (int k = 0; k < VEC; k++) v[k] = (expf(v[k] - lse) - (j + k == target ? 1.0f : 0.0f)) * scale;
-        if constexpr (VEC == 4)
-            *reinterpret_cast<uint2 *>(d + j) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
-        else
-            d[j] = __float2bfloat16_rn(v[0]);
+        store_bf16<VEC>(d + j, v);
     }
 }
 

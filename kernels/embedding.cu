@@ -4,15 +4,12 @@
  */
 #include "embedding.h"
 
-#include <stdint.h>
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBwdThreads = 128;
-constexpr long kMaxBlocks = 8192;
-
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <int VEC> struct Vec;
 template <> struct Vec<4> {
@@ -63,13 +60,11 @@ __global__ void embedding_backward_kernel(float *dtable, const float *dout, cons
 extern "C" void gpu_embedding_forward(float *out, const int *tokens, const float *table, int N, int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     const int vec = C % 4 == 0 && aligned16(out) && aligned16(table);
-    long items = (long)N * (vec ? C / 4 : C);
-    long blocks = (items + kThreads - 1) / kThreads;
-    if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+    const int blocks = grid_for((long)N * (vec ? C / 4 : C), kThreads);
     if (vec)
-        embedding_forward_kernel<4><<<(int)blocks, kThreads, 0, stream>>>(out, tokens, table, N, C);
+        embedding_forward_kernel<4><<<blocks, kThreads, 0, stream>>>(out, tokens, table, N, C);
     else
-        embedding_forward_kernel<1><<<(int)blocks, kThreads, 0, stream>>>(out, tokens, table, N, C);
+        embedding_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, tokens, table, N, C);
     cudaCheckLaunch();
 }
 

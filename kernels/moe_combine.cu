@@ -8,28 +8,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "device_util.cuh"
+
 namespace {
 
 constexpr int kThreads = 256;
 
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 int blocks_for_tokens(int N) { return N < 65535 * 16 ? N : 65535 * 16; }
 
-__device__ __forceinline__ void bf16x8_to_f32(const uint4 u, float *f) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b); /* .x = a at the lower address */
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
 __device__ __forceinline__ float bf(const uint16_t v) { return __uint_as_float((uint32_t)v << 16); }
 __device__ __forceinline__ uint16_t to_bf(float f) {
     __nv_bfloat16 h = __float2bfloat16_rn(f);
@@ -38,8 +24,9 @@ __device__ __forceinline__ uint16_t to_bf(float f) {
     return u;
 }
 
-/* Fixed-shape block sum: every thread gets the total. sm has kThreads floats. */
-__device__ float block_sum(float v, float *sm) {
+/* Block sum by a pairwise tree over shared memory (not block_sum's warp butterflies: the other
+ * order gives other bits): every thread gets the total. sm has kThreads floats. */
+__device__ float block_sum_tree(float v, float *sm) {
     sm[threadIdx.x] = v;
     __syncthreads();
     for (int half = kThreads / 2; half > 0; half >>= 1) {
@@ -62,7 +49,7 @@ __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict
                     const long r = slot_row[n * k + j];
                     const float w = gates[n * k + j];
                     float v[8];
-                    bf16x8_to_f32(reinterpret_cast<const uint4 *>(ye + r * C)[g], v);
+                    unpack_bf16x8(v, reinterpret_cast<const uint4 *>(ye + r * C)[g]);
 #pragma unroll
                     for (int i = 0; i < 8; i++) acc[i] += w * v[i];
                 }
@@ -103,14 +90,14 @@ __global__ void combine_backward_kernel(uint16_t *__restrict__ dye, float *__res
                     const float4 b = reinterpret_cast<const float4 *>(dyn)[2 * g + 1];
                     const float d[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
                     float v[8];
-                    bf16x8_to_f32(reinterpret_cast<const uint4 *>(ye + r * C)[g], v);
+                    unpack_bf16x8(v, reinterpret_cast<const uint4 *>(ye + r * C)[g]);
 #pragma unroll
                     for (int i = 0; i < 8; i++) dot += d[i] * v[i];
                     uint4 o;
-                    o.x = pack2(w * d[0], w * d[1]);
-                    o.y = pack2(w * d[2], w * d[3]);
-                    o.z = pack2(w * d[4], w * d[5]);
-                    o.w = pack2(w * d[6], w * d[7]);
+                    o.x = pack_bf16x2(w * d[0], w * d[1]);
+                    o.y = pack_bf16x2(w * d[2], w * d[3]);
+                    o.z = pack_bf16x2(w * d[4], w * d[5]);
+                    o.w = pack_bf16x2(w * d[6], w * d[7]);
                     reinterpret_cast<uint4 *>(dye + r * C)[g] = o;
                 }
             } else {
@@ -120,7 +107,7 @@ __global__ void combine_backward_kernel(uint16_t *__restrict__ dye, float *__res
                     dye[r * C + c] = to_bf(w * d);
                 }
             }
-            dot = block_sum(dot, sm);
+            dot = block_sum_tree(dot, sm);
             if (threadIdx.x == 0) dgates[s] = dot;
         }
     }
@@ -136,7 +123,7 @@ __global__ void scatter_add_kernel(float *__restrict__ dx, const uint16_t *__res
                 for (int j = 0; j < k; j++) {
                     const long r = slot_row[n * k + j];
                     float v[8];
-                    bf16x8_to_f32(reinterpret_cast<const uint4 *>(dxe + r * C)[g], v);
+                    unpack_bf16x8(v, reinterpret_cast<const uint4 *>(dxe + r * C)[g]);
 #pragma unroll
                     for (int i = 0; i < 8; i++) acc[i] += v[i];
                 }

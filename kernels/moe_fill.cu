@@ -3,7 +3,11 @@
 
 #include <cuda_bf16.h>
 
+#include "device_util.cuh"
+
 namespace {
+
+constexpr int kThreads = 256;
 
 __device__ __forceinline__ float value(unsigned long long seed, unsigned long long i, float scale, float step) {
     unsigned long long z = seed * 0x9E3779B97F4A7C15ull + (i + 1) * 0xD1B54A32D192ED03ull;
@@ -25,24 +29,19 @@ __global__ void fill_bf16_kernel(__nv_bfloat16 *p, long n, unsigned long long se
         p[i] = __float2bfloat16_rn(value(seed, (unsigned long long)(offset + i), scale, step));
 }
 
-int blocks_for(long n) {
-    long b = (n + 255) / 256;
-    return (int)(b < 8192 ? (b > 0 ? b : 1) : 8192);
-}
-
 } // namespace
 
 extern "C" void gpu_moe_fill_f32(float *p, long n, unsigned long long seed, long offset, float scale, float step,
                                  cudaStream_t stream) {
     if (n <= 0) return;
-    fill_f32_kernel<<<blocks_for(n), 256, 0, stream>>>(p, n, seed, offset, scale, step);
+    fill_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(p, n, seed, offset, scale, step);
     cudaCheckLaunch();
 }
 
 extern "C" void gpu_moe_fill_bf16(bf16_t *p, long n, unsigned long long seed, long offset, float scale, float step,
                                   cudaStream_t stream) {
     if (n <= 0) return;
-    fill_bf16_kernel<<<blocks_for(n), 256, 0, stream>>>(reinterpret_cast<__nv_bfloat16 *>(p), n, seed, offset, scale,
-                                                        step);
+    fill_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(reinterpret_cast<__nv_bfloat16 *>(p), n, seed,
+                                                                      offset, scale, step);
     cudaCheckLaunch();
 }

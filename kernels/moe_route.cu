@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "device_util.cuh"
+
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
@@ -20,14 +22,6 @@ int blocks_for_tokens(int N) {
 
 __device__ __forceinline__ float warp_max_f(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-    return v;
-}
-__device__ __forceinline__ float warp_sum_f(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-    return v;
-}
-__device__ __forceinline__ double warp_sum_d(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
     return v;
 }
 
@@ -56,7 +50,7 @@ __global__ void route_kernel(float *__restrict__ scores, int *__restrict__ topk,
                 s[e] = v;
                 sum += (double)v;
             }
-            sum = warp_sum_d(sum);
+            sum = warp_sum(sum);
             if (lane == 0) pnorm[n] = sum;
         } else {
             float mx = -INFINITY;
@@ -64,7 +58,7 @@ __global__ void route_kernel(float *__restrict__ scores, int *__restrict__ topk,
             mx = warp_max_f(mx);
             float sum = 0;
             for (int e = lane; e < E; e += 32) sum += expf(l[e] - mx);
-            sum = warp_sum_f(sum);
+            sum = warp_sum(sum);
             for (int e = lane; e < E; e += 32) s[e] = expf(l[e] - mx) / sum;
             if (lane == 0) pnorm[n] = 1.0;
         }
@@ -197,9 +191,9 @@ __global__ void route_backward_kernel(float *__restrict__ dlogits, const float *
         if (daux != 0 && sigmoid) {
             ssum = 0;
             for (int e = lane; e < E; e += 32) ssum += (double)s[e];
-            ssum = warp_sum_d(ssum);
+            ssum = warp_sum(ssum);
             for (int e = lane; e < E; e += 32) adot += base * (double)counts[e] * ((double)s[e] / ssum);
-            adot = warp_sum_d(adot);
+            adot = warp_sum(adot);
         }
         const DsCtx cx{tk, dg, counts, k, norm_topk, sigmoid, daux != 0, mul, dot, base, adot, ssum};
         if (sigmoid) {
@@ -210,7 +204,7 @@ __global__ void route_backward_kernel(float *__restrict__ dlogits, const float *
         } else {
             double sdot = 0;
             for (int e = lane; e < E; e += 32) sdot += ds_of(cx, e) * (double)s[e];
-            sdot = warp_sum_d(sdot);
+            sdot = warp_sum(sdot);
             for (int e = lane; e < E; e += 32) {
                 const double se = (double)s[e];
                 dlogits[n * E + e] = (float)(se * (ds_of(cx, e) - sdot));

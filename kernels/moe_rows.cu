@@ -5,11 +5,11 @@
 
 #include <stdint.h>
 
+#include "device_util.cuh"
+
 namespace {
 
 constexpr int kWarps = 8;
-
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 int blocks_for_rows(long rows) {
     long b = (rows + kWarps - 1) / kWarps;

@@ -4,26 +4,12 @@
  */
 #include "reduce.h"
 
-#include <stdint.h>
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kPartialThreads = 512;
 constexpr int kSumThreads = 1024;
-
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-/* Sum over the block; every thread gets the same value. red: >= 32 doubles of shared memory. */
-__device__ __forceinline__ double block_sum(double v, double *red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    double t = lane < nw ? red[lane] : 0.0;
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    return t;
-}
 
 /* Block b: elements [b * chunk, min(n, (b + 1) * chunk)), chunk a multiple of 4. */
 __global__ void __launch_bounds__(kPartialThreads)

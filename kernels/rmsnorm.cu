@@ -7,58 +7,13 @@
 #include "rmsnorm.h"
 
 #include <cuda_bf16.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <string.h>
+
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
-
-bool aligned(const void *p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
-
-/* Sum over the block; every thread gets the same value. red: >= 32 floats of shared memory.
- * The leading barrier makes back-to-back calls safe. blockDim.x must be a multiple of 32. */
-__device__ __forceinline__ float block_sum(float v, float *red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float t = lane < nw ? red[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    return t;
-}
-
-template <int VEC> __device__ __forceinline__ void load(float (&v)[VEC], const float *p) {
-    if constexpr (VEC == 4) {
-        float4 t = *reinterpret_cast<const float4 *>(p);
-        v[0] = t.x;
-        v[1] = t.y;
-        v[2] = t.z;
-        v[3] = t.w;
-    } else {
-        v[0] = *p;
-    }
-}
-template <int VEC> __device__ __forceinline__ void store(float *p, const float (&v)[VEC]) {
-    if constexpr (VEC == 4)
-        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
-    else
-        *p = v[0];
-}
-__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
-template <int VEC> __device__ __forceinline__ void store_bf16(__nv_bfloat16 *p, const float (&v)[VEC]) {
-    if constexpr (VEC == 4)
-        *reinterpret_cast<uint2 *>(p) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
-    else
-        *p = __float2bfloat16_rn(v[0]);
-}
 
 template <int VEC>
 __global__ void __launch_bounds__(kThreads)
@@ -70,7 +25,7 @@ __global__ void __launch_bounds__(kThreads)
     float ss = 0.0f;
     for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
         float v[VEC];
-        load<VEC>(v, xr + c);
+        load_f32<VEC>(v, xr + c);
 #pragma unroll
         for (int k = 0; k < VEC; k++) ss += v[k] * v[k];
     }
@@ -79,12 +34,12 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
         float v[VEC], w[VEC];
-        load<VEC>(v, xr + c);
-        load<VEC>(w, weight + c);
+        load_f32<VEC>(v, xr + c);
+        load_f32<VEC>(w, weight + c);
 #pragma unroll
         for (int k = 0; k < VEC; k++) v[k] = v[k] * r * w[k];
         if (out) store_bf16<VEC>(out + base + c, v);
-        if (out_f32) store<VEC>(out_f32 + base + c, v);
+        if (out_f32) store_f32<VEC>(out_f32 + base + c, v);
     }
 }
 
@@ -107,9 +62,9 @@ __global__ void __launch_bounds__(kThreads)
         float dot = 0.0f;
         for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
             float gv[VEC], xv[VEC], wv[VEC];
-            load<VEC>(gv, g + c);
-            load<VEC>(xv, xr + c);
-            load<VEC>(wv, weight + c);
+            load_f32<VEC>(gv, g + c);
+            load_f32<VEC>(xv, xr + c);
+            load_f32<VEC>(wv, weight + c);
 #pragma unroll
             for (int k = 0; k < VEC; k++) dot += gv[k] * wv[k] * xv[k];
         }
@@ -118,16 +73,16 @@ __global__ void __launch_bounds__(kThreads)
         const float coef = (float)((double)r * r * r * dot / C);
         for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
             float gv[VEC], xv[VEC], wv[VEC], dv[VEC];
-            load<VEC>(gv, g + c);
-            load<VEC>(xv, xr + c);
-            load<VEC>(wv, weight + c);
-            load<VEC>(dv, dx + base + c);
+            load_f32<VEC>(gv, g + c);
+            load_f32<VEC>(xv, xr + c);
+            load_f32<VEC>(wv, weight + c);
+            load_f32<VEC>(dv, dx + base + c);
 #pragma unroll
             for (int k = 0; k < VEC; k++) {
                 dv[k] += r * wv[k] * gv[k] - xv[k] * coef;
                 dw[c + k] += gv[k] * xv[k] * r;
             }
-            store<VEC>(dx + base + c, dv);
+            store_f32<VEC>(dx + base + c, dv);
         }
     }
     float *prow = partial + (long)blockIdx.x * C;

@@ -6,22 +6,13 @@
 #include "rope.h"
 
 #include <cuda_bf16.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <string.h>
+
+#include "device_util.cuh"
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr long kMaxBlocks = 8192;
-
-bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-int grid_for(long items) {
-    long b = (items + kThreads - 1) / kThreads;
-    if (b < 1) b = 1;
-    return (int)(b < kMaxBlocks ? b : kMaxBlocks);
-}
 
 __global__ void rope_table_kernel(float *table, int T, int D, float theta) {
     const int half = D / 2;
@@ -31,58 +22,6 @@ __global__ void rope_table_kernel(float *table, int T, int D, float theta) {
         const double angle = t * pow((double)theta, -2.0 * i / D);
         table[(long)t * D + i] = (float)cos(angle);
         table[(long)t * D + half + i] = (float)sin(angle);
-    }
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
-__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
-
-template <int VEC> __device__ __forceinline__ void load_bf16(float (&v)[VEC], const __nv_bfloat16 *p) {
-    if constexpr (VEC == 8) {
-        uint4 u = *reinterpret_cast<const uint4 *>(p);
-        v[0] = bf16_lo(u.x);
-        v[1] = bf16_hi(u.x);
-        v[2] = bf16_lo(u.y);
-        v[3] = bf16_hi(u.y);
-        v[4] = bf16_lo(u.z);
-        v[5] = bf16_hi(u.z);
-        v[6] = bf16_lo(u.w);
-        v[7] = bf16_hi(u.w);
-    } else {
-        v[0] = __bfloat162float(*p);
-    }
-}
-template <int VEC> __device__ __forceinline__ void store_bf16(__nv_bfloat16 *p, const float (&v)[VEC]) {
-    if constexpr (VEC == 8) {
-        uint4 u;
-        u.x = pack_bf16x2(v[0], v[1]);
-        u.y = pack_bf16x2(v[2], v[3]);
-        u.z = pack_bf16x2(v[4], v[5]);
-        u.w = pack_bf16x2(v[6], v[7]);
-        *reinterpret_cast<uint4 *>(p) = u;
-    } else {
-        *p = __float2bfloat16_rn(v[0]);
-    }
-}
-template <int VEC> __device__ __forceinline__ void load_f32(float (&v)[VEC], const float *p) {
-    if constexpr (VEC == 8) {
-        float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
-        v[0] = a.x;
-        v[1] = a.y;
-        v[2] = a.z;
-        v[3] = a.w;
-        v[4] = b.x;
-        v[5] = b.y;
-        v[6] = b.z;
-        v[7] = b.w;
-    } else {
-        v[0] = *p;
     }
 }
 
@@ -130,7 +69,7 @@ extern "C" long gpu_rope_table_floats(int T, int D) { return (long)T * D; }
 extern "C" void gpu_rope_table_init(float *table, int T, int D, float theta, cudaStream_t stream) {
     check_even(D, "gpu_rope_table_init");
     if (T <= 0) return;
-    rope_table_kernel<<<grid_for((long)T * (D / 2)), kThreads, 0, stream>>>(table, T, D, theta);
+    rope_table_kernel<<<grid_for((long)T * (D / 2), kThreads), kThreads, 0, stream>>>(table, T, D, theta);
     cudaCheckLaunch();
 }
 
@@ -142,8 +81,8 @@ extern "C" void gpu_rope(bf16_t *x, const float *table, int B, int T, int H, int
     __nv_bfloat16 *xb = reinterpret_cast<__nv_bfloat16 *>(x);
     const float sign = inverse ? -1.0f : 1.0f;
     if ((D / 2) % 8 == 0 && aligned16(x) && aligned16(table))
-        rope_kernel<8><<<grid_for(rows * H * (D / 16)), kThreads, 0, stream>>>(xb, table, rows, T, H, D, sign);
+        rope_kernel<8><<<grid_for(rows * H * (D / 16), kThreads), kThreads, 0, stream>>>(xb, table, rows, T, H, D, sign);
     else
-        rope_kernel<1><<<grid_for(rows * H * (D / 2)), kThreads, 0, stream>>>(xb, table, rows, T, H, D, sign);
+        rope_kernel<1><<<grid_for(rows * H * (D / 2), kThreads), kThreads, 0, stream>>>(xb, table, rows, T, H, D, sign);
     cudaCheckLaunch();
 }

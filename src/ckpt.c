@@ -24,17 +24,6 @@
 #define MODEL_FILE "model.h5"
 #define DONE_FILE "DONE"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
-
 /* All ranks learn whether any rank failed; the lowest failing rank's message becomes everyone's.
  * Doubles as the barrier between the writer's turns. */
 static int agree(const Dist *d, int failed, char *err, size_t errlen) {
@@ -276,8 +265,8 @@ static int write_slab(hid_t d, const Geom *g, const float *data) {
 static int read_slab(hid_t g, const char *fpath, const char *name, const Geom *geom, float *out, char *err,
                      size_t errlen) {
     if (H5Lexists(g, name, H5P_DEFAULT) <= 0)
-        return fail(err, errlen, "'%s' has no tensor '%s', which this model has: the checkpoint is of a "
-                    "different model", fpath, name);
+        return mokc_fail(err, errlen, "'%s' has no tensor '%s', which this model has: the checkpoint is of a "
+                         "different model", fpath, name);
     enum { DSET, TYPE, SPACE, MEM, NIDS };
     hid_t ids[NIDS] = {-1, -1, -1, -1};
     int rc = 1;
@@ -287,13 +276,13 @@ static int read_slab(hid_t g, const char *fpath, const char *name, const Geom *g
     ids[TYPE] = ids[DSET] >= 0 ? H5Dget_type(ids[DSET]) : -1;
     ids[SPACE] = ids[DSET] >= 0 ? H5Dget_space(ids[DSET]) : -1;
     if (ids[TYPE] < 0 || ids[SPACE] < 0) {
-        fail(err, errlen, "cannot open tensor '%s' of '%s': the file is corrupt (HDF5: %s)", name, fpath,
-             h5io_reason(&why));
+        mokc_fail(err, errlen, "cannot open tensor '%s' of '%s': the file is corrupt (HDF5: %s)", name, fpath,
+                  h5io_reason(&why));
         goto done;
     }
     if (H5Tget_class(ids[TYPE]) != H5T_FLOAT || H5Tget_size(ids[TYPE]) != 4) {
-        fail(err, errlen, "tensor '%s' of '%s' holds %s values of %zu bytes; this mokc reads float32 "
-             "checkpoints", name, fpath, h5io_type_class_name(H5Tget_class(ids[TYPE])), H5Tget_size(ids[TYPE]));
+        mokc_fail(err, errlen, "tensor '%s' of '%s' holds %s values of %zu bytes; this mokc reads float32 "
+                  "checkpoints", name, fpath, h5io_type_class_name(H5Tget_class(ids[TYPE])), H5Tget_size(ids[TYPE]));
         goto done;
     }
     hsize_t dims[H5S_MAX_RANK];
@@ -301,17 +290,17 @@ static int read_slab(hid_t g, const char *fpath, const char *name, const Geom *g
     int same = nd == geom->ndim && nd <= H5S_MAX_RANK && H5Sget_simple_extent_dims(ids[SPACE], dims, NULL) == nd;
     for (int i = 0; same && i < nd; i++) same = dims[i] == geom->global[i];
     if (!same) {
-        fail(err, errlen, "tensor '%s' has shape %s in '%s' but %s in this model: the checkpoint is of a "
-             "different model", name, nd >= 0 && nd <= H5S_MAX_RANK ? shape_text(nd, dims, a, sizeof a) : "?",
-             fpath, shape_text(geom->ndim, geom->global, b, sizeof b));
+        mokc_fail(err, errlen, "tensor '%s' has shape %s in '%s' but %s in this model: the checkpoint is of a "
+                  "different model", name, nd >= 0 && nd <= H5S_MAX_RANK ? shape_text(nd, dims, a, sizeof a) : "?",
+                  fpath, shape_text(geom->ndim, geom->global, b, sizeof b));
         goto done;
     }
     ids[MEM] = H5Screate_simple(geom->ndim, geom->count, NULL);
     if (ids[MEM] < 0 ||
         H5Sselect_hyperslab(ids[SPACE], H5S_SELECT_SET, geom->start, NULL, geom->count, NULL) < 0 ||
         H5Dread(ids[DSET], H5T_NATIVE_FLOAT, ids[MEM], ids[SPACE], H5P_DEFAULT, out) < 0) {
-        fail(err, errlen, "cannot read tensor '%s' of '%s': the file is corrupt or truncated (HDF5: %s)", name,
-             fpath, h5io_reason(&why));
+        mokc_fail(err, errlen, "cannot read tensor '%s' of '%s': the file is corrupt or truncated (HDF5: %s)", name,
+                  fpath, h5io_reason(&why));
         goto done;
     }
     rc = 0;
@@ -335,8 +324,8 @@ static int write_failed(const char *path, const char *what, H5Reason *why, char 
         h5io_reason(&now);
         why = &now;
     }
-    return fail(err, errlen, "cannot write checkpoint file '%s' (%s): HDF5: %s; check free disk space and "
-                "permissions of checkpoint.dir", path, what, why->text);
+    return mokc_fail(err, errlen, "cannot write checkpoint file '%s' (%s): HDF5: %s; check free disk space and "
+                     "permissions of checkpoint.dir", path, what, why->text);
 }
 
 /* Creates (create = 1) or reopens a file for writing. New files get a checksummed superblock and
@@ -481,14 +470,14 @@ static int write_done(const char *dir, int step, int world, const int64_t *state
     snprintf(tmp, sizeof tmp, "%s/" DONE_FILE ".tmp", dir);
     snprintf(path, sizeof path, "%s/" DONE_FILE, dir);
     FILE *f = fopen(tmp, "w");
-    if (!f) return fail(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+    if (!f) return mokc_fail(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
     fprintf(f, "mokc checkpoint\nformat_version %d\nstep %d\nworld %d\nfile " MODEL_FILE " %lld\n",
             CKPT_FORMAT_VERSION, step, world, (long long)model_size);
     for (int r = 0; r < world; r++) fprintf(f, "file state_rank%05d.h5 %lld\n", r, (long long)state_sizes[r]);
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad) return fail(err, errlen, "cannot write '%s': %s", tmp, strerror(errno));
+    if (fclose(f) != 0 || bad) return mokc_fail(err, errlen, "cannot write '%s': %s", tmp, strerror(errno));
     int rc = h5io_commit(tmp, path);
-    return rc ? fail(err, errlen, "cannot commit '%s': %s", path, strerror(rc)) : 0;
+    return rc ? mokc_fail(err, errlen, "cannot commit '%s': %s", path, strerror(rc)) : 0;
 }
 
 int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, char *err, size_t errlen) {
@@ -506,12 +495,12 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
     if (d->rank == 0) {
         snprintf(tmpdir, sizeof tmpdir, "%s.tmp-%ld", path, (long)getpid());
         if (!mokc_make_parent_dirs(path)) {
-            failed = fail(err, errlen, "cannot create checkpoint.dir '%s': %s", root, strerror(errno));
+            failed = mokc_fail(err, errlen, "cannot create checkpoint.dir '%s': %s", root, strerror(errno));
         } else {
             clean(root, 0, -1); /* leftovers of interrupted writes */
             if (mkdir(tmpdir, 0755) != 0)
-                failed = fail(err, errlen, "cannot create '%s': %s; check that checkpoint.dir is writable",
-                              tmpdir, strerror(errno));
+                failed = mokc_fail(err, errlen, "cannot create '%s': %s; check that checkpoint.dir is writable",
+                                   tmpdir, strerror(errno));
         }
     }
     if (d->world > 1) mpiCheck(MPI_Bcast(tmpdir, (int)sizeof tmpdir, MPI_CHAR, 0, MPI_COMM_WORLD));
@@ -523,7 +512,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
     snprintf(tmpfile, sizeof tmpfile, "%s.tmp", file);
     failed = state_write(s, tmpfile, err, errlen);
     int rc = failed ? 0 : h5io_commit(tmpfile, file);
-    if (rc) failed = fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
+    if (rc) failed = mokc_fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
     if (agree(d, failed, err, errlen)) goto out;
     fault_point("state", s->step);
 
@@ -537,7 +526,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
         if (agree(d, failed, err, errlen)) goto out;
     }
     rc = d->rank == 0 ? h5io_commit(tmpfile, file) : 0;
-    if (rc) failed = fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
+    if (rc) failed = mokc_fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
     if (agree(d, failed, err, errlen)) goto out;
     fault_point("model", s->step);
 
@@ -557,7 +546,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
             fault_point("done", s->step);
             h5io_fsync_dir(tmpdir);
             rc = install_dir(tmpdir, path);
-            if (rc) failed = fail(err, errlen, "cannot rename '%s' to '%s': %s", tmpdir, path, strerror(rc));
+            if (rc) failed = mokc_fail(err, errlen, "cannot rename '%s' to '%s': %s", tmpdir, path, strerror(rc));
         }
         if (!failed) {
             h5io_fsync_parent(path);
@@ -582,13 +571,13 @@ static char *read_done(const char *dir, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     char newest[CKPT_PATH_MAX];
     if (!f && ckpt_find_latest(dir, newest, sizeof newest) >= 0) {
-        fail(err, errlen, "'%s' holds checkpoints but is not one: name one of its step_NNNNNNNN directories "
-             "(the newest is '%s'), or set checkpoint.dir to it and checkpoint.resume = \"auto\"", dir, newest);
+        mokc_fail(err, errlen, "'%s' holds checkpoints but is not one: name one of its step_NNNNNNNN directories "
+                  "(the newest is '%s'), or set checkpoint.dir to it and checkpoint.resume = \"auto\"", dir, newest);
         return NULL;
     }
     if (!f) {
-        fail(err, errlen, "'%s' is not a complete checkpoint: it has no DONE marker (its writer was "
-             "interrupted, or it is not a checkpoint directory)", dir);
+        mokc_fail(err, errlen, "'%s' is not a complete checkpoint: it has no DONE marker (its writer was "
+                  "interrupted, or it is not a checkpoint directory)", dir);
         return NULL;
     }
     size_t cap = 4096, n = 0;
@@ -602,7 +591,7 @@ static char *read_done(const char *dir, char *err, size_t errlen) {
     fclose(f);
     text[n] = '\0';
     if (strncmp(text, "mokc checkpoint\n", 16) != 0) {
-        fail(err, errlen, "'%s' is corrupt: it does not start with \"mokc checkpoint\"", path);
+        mokc_fail(err, errlen, "'%s' is corrupt: it does not start with \"mokc checkpoint\"", path);
         free(text);
         return NULL;
     }
@@ -623,12 +612,12 @@ static int check_size(const char *done, const char *dir, const char *name, char 
     snprintf(key, sizeof key, "file %s", name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     int64_t want = done_value(done, key), have = file_size(path);
-    if (want < 0) return fail(err, errlen, "'%s/DONE' does not list '%s'; the checkpoint is corrupt", dir, name);
-    if (have < 0) return fail(err, errlen, "'%s' is missing from the checkpoint: %s", path, strerror(errno));
+    if (want < 0) return mokc_fail(err, errlen, "'%s/DONE' does not list '%s'; the checkpoint is corrupt", dir, name);
+    if (have < 0) return mokc_fail(err, errlen, "'%s' is missing from the checkpoint: %s", path, strerror(errno));
     if (have != want)
-        return fail(err, errlen, "'%s' is %lld bytes but the checkpoint's DONE records %lld: the file is "
-                    "truncated or was changed after the checkpoint was written", path, (long long)have,
-                    (long long)want);
+        return mokc_fail(err, errlen, "'%s' is %lld bytes but the checkpoint's DONE records %lld: the file is "
+                         "truncated or was changed after the checkpoint was written", path, (long long)have,
+                         (long long)want);
     return 0;
 }
 
@@ -636,15 +625,15 @@ static hid_t open_read(const char *path, char *err, size_t errlen) {
     hid_t fapl = h5io_fapl(0);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     H5Reason why;
-    if (f < 0) fail(err, errlen, "cannot open checkpoint file '%s': it is truncated or corrupt (HDF5: %s)", path,
-                    h5io_reason(&why));
+    if (f < 0) mokc_fail(err, errlen, "cannot open checkpoint file '%s': it is truncated or corrupt (HDF5: %s)", path,
+                         h5io_reason(&why));
     if (fapl >= 0) H5Pclose(fapl);
     return f;
 }
 
 static int read_int(hid_t f, const char *path, const char *name, int64_t *v, char *err, size_t errlen) {
     if (H5Aexists(f, name) <= 0)
-        return fail(err, errlen, "'%s' lacks the attribute '%s'; it is not a mokc checkpoint file", path, name);
+        return mokc_fail(err, errlen, "'%s' lacks the attribute '%s'; it is not a mokc checkpoint file", path, name);
     return h5io_read_attr_int64(f, path, name, v, err, errlen);
 }
 
@@ -693,7 +682,7 @@ static int compare_configs(const char *saved_json, const MokcConfig *cfg, const 
     free(now_json);
     int rc = 0;
     if (!saved || !now) {
-        rc = fail(err, errlen, "the config attribute of '%s' is not valid JSON; the file is corrupt", fpath);
+        rc = mokc_fail(err, errlen, "the config attribute of '%s' is not valid JSON; the file is corrupt", fpath);
         goto done;
     }
     char diff[2048] = "";
@@ -704,8 +693,8 @@ static int compare_configs(const char *saved_json, const MokcConfig *cfg, const 
             describe_difference(diff, sizeof diff, structural_keys[i], a, b, "%s%s is %s in the checkpoint but %s in the spec");
     }
     if (diff[0]) {
-        rc = fail(err, errlen, "the checkpoint '%s' is of a different model: %s; resume it with the spec it was "
-                  "written with", fpath, diff);
+        rc = mokc_fail(err, errlen, "the checkpoint '%s' is of a different model: %s; resume it with the spec it was "
+                       "written with", fpath, diff);
         goto done;
     }
     notes[0] = '\0';
@@ -755,33 +744,34 @@ static int load_model(CkptState *s, const char *dir, const char *done, char *err
     char *config = NULL;
     if (read_int(f, path, "format_version", &version, err, errlen)) goto done;
     if (version != CKPT_FORMAT_VERSION) {
-        fail(err, errlen, "'%s' has checkpoint format_version %lld; this mokc reads version %d", path,
-             (long long)version, CKPT_FORMAT_VERSION);
+        mokc_fail(err, errlen, "'%s' has checkpoint format_version %lld; this mokc reads version %d", path,
+                  (long long)version, CKPT_FORMAT_VERSION);
         goto done;
     }
     if (read_int(f, path, "step", &step, err, errlen) || read_int(f, path, "world", &world, err, errlen) ||
         read_int(f, path, "ep", &ep, err, errlen) || read_int(f, path, "dp", &dp, err, errlen))
         goto done;
     if (H5Aexists(f, "config") <= 0 || h5io_read_attr_string(f, path, "config", &config, err, errlen)) {
-        if (!config) fail(err, errlen, "'%s' lacks the attribute 'config'; it is not a mokc checkpoint file", path);
+        if (!config)
+            mokc_fail(err, errlen, "'%s' lacks the attribute 'config'; it is not a mokc checkpoint file", path);
         goto done;
     }
     if (compare_configs(config, s->cfg, dir, err, errlen, notes, sizeof notes)) goto done;
     if (world != d->world || ep != d->ep) {
-        fail(err, errlen, "parallel layout: the checkpoint '%s' was written by %lld ranks (dp %lld x ep %lld) but "
-             "this run has %d (dp %d x ep %d); resume with the same number of ranks (mpirun -np %lld) and "
-             "parallel.ep", dir, (long long)world, (long long)dp, (long long)ep, d->world, d->dp, d->ep,
-             (long long)world);
+        mokc_fail(err, errlen, "parallel layout: the checkpoint '%s' was written by %lld ranks (dp %lld x ep %lld) but "
+                  "this run has %d (dp %d x ep %d); resume with the same number of ranks (mpirun -np %lld) and "
+                  "parallel.ep", dir, (long long)world, (long long)dp, (long long)ep, d->world, d->dp, d->ep,
+                  (long long)world);
         goto done;
     }
     if (step != done_value(done, "step")) {
-        fail(err, errlen, "'%s' is of step %lld but the checkpoint's DONE says step %lld: the checkpoint is "
-             "corrupt", path, (long long)step, (long long)done_value(done, "step"));
+        mokc_fail(err, errlen, "'%s' is of step %lld but the checkpoint's DONE says step %lld: the checkpoint is "
+                  "corrupt", path, (long long)step, (long long)done_value(done, "step"));
         goto done;
     }
     ids[PARAMS] = H5Gopen2(f, "params", H5P_DEFAULT);
     if (ids[PARAMS] < 0) {
-        fail(err, errlen, "'%s' has no group 'params'; it is not a mokc model file", path);
+        mokc_fail(err, errlen, "'%s' has no group 'params'; it is not a mokc model file", path);
         goto done;
     }
     for (int i = 0; i < s->table->count; i++) {
@@ -792,15 +782,15 @@ static int load_model(CkptState *s, const char *dir, const char *done, char *err
     ExtraNames extra = {s->table, "", 0};
     H5Literate(ids[PARAMS], H5_INDEX_NAME, H5_ITER_NATIVE, NULL, note_extra, &extra);
     if (extra.count) {
-        fail(err, errlen, "'%s' has %d tensor(s) this model lacks, e.g. '%s': the checkpoint is of a different "
-             "model", path, extra.count, extra.extra);
+        mokc_fail(err, errlen, "'%s' has %d tensor(s) this model lacks, e.g. '%s': the checkpoint is of a different "
+                  "model", path, extra.count, extra.extra);
         goto done;
     }
     if (dm->E > 0) {
         ids[BUFFERS] = H5Gopen2(f, "buffers", H5P_DEFAULT);
         Geom g = {2, {(hsize_t)dm->L, (hsize_t)dm->E, 1}, {0, 0, 0}, {(hsize_t)dm->L, (hsize_t)dm->E, 1}};
         if (ids[BUFFERS] < 0) {
-            fail(err, errlen, "'%s' has no group 'buffers' (the expert bias); it is not a mokc model file", path);
+            mokc_fail(err, errlen, "'%s' has no group 'buffers' (the expert bias); it is not a mokc model file", path);
             goto done;
         }
         if (read_slab(ids[BUFFERS], path, "expert_bias", &g, s->expert_bias, err, errlen)) goto done;
@@ -832,9 +822,9 @@ static int load_state(CkptState *s, const char *dir, const char *done, char *err
         read_int(f, path, "loader_position", &position, err, errlen))
         goto done;
     if (rank != d->rank || world != d->world || step != s->step || tokens < 0 || position < 0) {
-        fail(err, errlen, "'%s' holds rank %lld of %lld at step %lld (tokens_seen %lld, loader position %lld), "
-             "not rank %d of %d at step %d: the checkpoint is corrupt", path, (long long)rank, (long long)world,
-             (long long)step, (long long)tokens, (long long)position, d->rank, d->world, s->step);
+        mokc_fail(err, errlen, "'%s' holds rank %lld of %lld at step %lld (tokens_seen %lld, loader position %lld), "
+                  "not rank %d of %d at step %d: the checkpoint is corrupt", path, (long long)rank, (long long)world,
+                  (long long)step, (long long)tokens, (long long)position, d->rank, d->world, s->step);
         goto done;
     }
     const char *groups[2] = {"adam_m", "adam_v"};
@@ -842,7 +832,7 @@ static int load_state(CkptState *s, const char *dir, const char *done, char *err
     for (int k = 0; k < 2; k++) {
         hid_t g = H5Gopen2(f, groups[k], H5P_DEFAULT);
         if (g < 0) {
-            fail(err, errlen, "'%s' has no group '%s'; it is not a mokc state file", path, groups[k]);
+            mokc_fail(err, errlen, "'%s' has no group '%s'; it is not a mokc state file", path, groups[k]);
             goto done;
         }
         for (int i = 0; i < s->table->count; i++) {
@@ -872,8 +862,8 @@ int ckpt_load(CkptState *s, const char *path, char *err, size_t errlen) {
     int failed = 0;
     char *done = NULL;
     if (!is_dir(path))
-        failed = fail(err, errlen, "checkpoint '%s' does not exist or is not a directory (a checkpoint is a "
-                      "step_NNNNNNNN directory inside checkpoint.dir)", path);
+        failed = mokc_fail(err, errlen, "checkpoint '%s' does not exist or is not a directory (a checkpoint is a "
+                           "step_NNNNNNNN directory inside checkpoint.dir)", path);
     else if (!(done = read_done(path, err, errlen)))
         failed = 1;
     else

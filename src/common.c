@@ -19,16 +19,21 @@ static void print_prefix(const char *kind) {
     else fprintf(stderr, "mokc: %s: ", kind);
 }
 
-void mokc_die(int code, const char *hint, const char *fmt, ...) {
+void mokc_verror(const char *context, const char *hint, const char *fmt, va_list ap) {
     fflush(stdout);
     print_prefix("error");
-    va_list ap;
-    va_start(ap, fmt);
+    if (context) fprintf(stderr, "%s: ", context);
     vfprintf(stderr, fmt, ap);
-    va_end(ap);
     fputc('\n', stderr);
     if (hint) fprintf(stderr, "---> HINT: %s\n", hint);
     fflush(stderr);
+}
+
+void mokc_die(int code, const char *hint, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mokc_verror(NULL, hint, fmt, ap);
+    va_end(ap);
     /* One failing rank must bring the whole job down, never leave the others waiting. */
     int inited = 0, finalized = 0, world = 1;
     MPI_Initialized(&inited);
@@ -46,6 +51,16 @@ void mokc_warn(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+int mokc_fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return 1;
 }
 
 void *mokc_malloc_check(size_t size, const char *file, int line) {

@@ -6,6 +6,7 @@
 #ifndef MOKC_COMMON_H
 #define MOKC_COMMON_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +22,15 @@ int mokc_log_rank(void);
  * then exits with `code`. Never returns. */
 void mokc_die(int code, const char *hint, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
+/* What mokc_die prints, "mokc[rank N]: error: [context: ]<message>" and the hint line, without
+ * exiting: for commands that hand their exit code back to the caller. context may be NULL. */
+void mokc_verror(const char *context, const char *hint, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 void mokc_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* For functions that hand a failure back to their caller in (err, errlen) instead of dying:
+ * formats the message into err (when err && errlen) and returns 1, so that
+ * `return mokc_fail(err, errlen, "...", ...)` reports and returns in one line. */
+int mokc_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 void *mokc_malloc_check(size_t size, const char *file, int line);
 void *mokc_calloc_check(size_t count, size_t size, const char *file, int line);

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,38 +17,28 @@
 
 #include <hdf5.h>
 
+#include "common.h"
 #include "h5io.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
 
 /* ---------- writing ---------- */
 
 int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int vocab_size,
                       const char *source, const char *tokenizer, char *err, size_t errlen) {
-    if (!path || !path[0]) return fail(err, errlen, "no output path given for the token file");
+    if (!path || !path[0]) return mokc_fail(err, errlen, "no output path given for the token file");
     if (n < 1 || !tokens)
-        return fail(err, errlen, "no tokens to write to '%s' (got %lld); the input text is empty", path,
-                    (long long)n);
+        return mokc_fail(err, errlen, "no tokens to write to '%s' (got %lld); the input text is empty", path,
+                         (long long)n);
     if (vocab_size < 1)
-        return fail(err, errlen, "cannot write '%s': vocab_size %d must be >= 1", path, vocab_size);
+        return mokc_fail(err, errlen, "cannot write '%s': vocab_size %d must be >= 1", path, vocab_size);
     /* Refuse to write a file that data_open would reject. */
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] >= (uint32_t)vocab_size)
-            return fail(err, errlen, "cannot write '%s': token %u at index %lld is >= vocab_size %d", path,
-                        tokens[i], (long long)i, vocab_size);
+            return mokc_fail(err, errlen, "cannot write '%s': token %u at index %lld is >= vocab_size %d", path,
+                             tokens[i], (long long)i, vocab_size);
 
     size_t tmplen = strlen(path) + 32;
     char *tmp = malloc(tmplen);
-    if (!tmp) return fail(err, errlen, "out of memory writing '%s'", path);
+    if (!tmp) return mokc_fail(err, errlen, "out of memory writing '%s'", path);
     snprintf(tmp, tmplen, "%s.tmp-%ld", path, (long)getpid());
 
     H5Quiet quiet;
@@ -65,10 +54,10 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
     ids[FILE_] = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, ids[FAPL] >= 0 ? ids[FAPL] : H5P_DEFAULT);
     if (ids[FILE_] < 0) {
         int e = errno;
-        fail(err, errlen,
-             "cannot create '%s' (temporary file for '%s'): %s (HDF5: %s); check that the directory "
-             "exists and is writable",
-             tmp, path, e ? strerror(e) : "error", h5io_reason(&why));
+        mokc_fail(err, errlen,
+                  "cannot create '%s' (temporary file for '%s'): %s (HDF5: %s); check that the directory "
+                  "exists and is writable",
+                  tmp, path, e ? strerror(e) : "error", h5io_reason(&why));
         goto done;
     }
     hsize_t dims[1] = {(hsize_t)n};
@@ -101,13 +90,13 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
     if (fd < 0 || fsync(fd) != 0) {
         int e = errno;
         if (fd >= 0) close(fd);
-        fail(err, errlen, "cannot sync '%s' to disk: %s", tmp, strerror(e));
+        mokc_fail(err, errlen, "cannot sync '%s' to disk: %s", tmp, strerror(e));
         goto done;
     }
     close(fd);
     if (rename(tmp, path) != 0) {
-        fail(err, errlen, "cannot rename '%s' to '%s': %s; check that '%s' is not a directory and its "
-             "directory is writable", tmp, path, strerror(errno), path);
+        mokc_fail(err, errlen, "cannot rename '%s' to '%s': %s; check that '%s' is not a directory and its "
+                  "directory is writable", tmp, path, strerror(errno), path);
         goto done;
     }
     h5io_fsync_parent(path);
@@ -115,8 +104,8 @@ int data_write_tokens(const char *path, const uint32_t *tokens, int64_t n, int v
     goto done;
 
 h5fail:
-    fail(err, errlen, "cannot write '%s' (%s): HDF5: %s; check free disk space and permissions", tmp,
-         what, h5io_reason(&why));
+    mokc_fail(err, errlen, "cannot write '%s' (%s): HDF5: %s; check free disk space and permissions", tmp,
+              what, h5io_reason(&why));
 done:
     h5io_close_all(ids, NIDS);
     h5io_quiet_end(&quiet);
@@ -140,7 +129,7 @@ static int read_tokens(hid_t dset, hid_t file_space, const char *path, uint32_t 
                        char *err, size_t errlen) {
     enum { SLICE = 1 << 20 };
     int64_t *buf = malloc(sizeof(int64_t) * (size_t)(n < SLICE ? n : SLICE));
-    if (!buf) return fail(err, errlen, "out of memory loading the tokens of '%s'", path);
+    if (!buf) return mokc_fail(err, errlen, "out of memory loading the tokens of '%s'", path);
     int rc = 0;
     for (int64_t begin = 0; begin < n && rc == 0; begin += SLICE) {
         hsize_t start[1] = {(hsize_t)begin}, count[1] = {(hsize_t)(n - begin < SLICE ? n - begin : SLICE)};
@@ -148,17 +137,18 @@ static int read_tokens(hid_t dset, hid_t file_space, const char *path, uint32_t 
         H5Reason why;
         if (mem < 0 || H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
             H5Dread(dset, H5T_NATIVE_INT64, mem, file_space, H5P_DEFAULT, buf) < 0)
-            rc = fail(err, errlen, "cannot read the tokens of '%s': the file is truncated or corrupt (HDF5: "
-                      "%s); re-create it with 'mokc prepare'", path, h5io_reason(&why));
+            rc = mokc_fail(err, errlen, "cannot read the tokens of '%s': the file is truncated or corrupt (HDF5: "
+                           "%s); re-create it with 'mokc prepare'", path, h5io_reason(&why));
         if (mem >= 0) H5Sclose(mem);
         for (hsize_t i = 0; rc == 0 && i < count[0]; i++) {
             int64_t t = buf[i];
             if (t < 0 || t >= vocab)
-                rc = fail(err, errlen,
-                          "'%s': token %lld at index %lld is %s %lld; the file is corrupt or was made for "
-                          "another tokenizer (re-create it with 'mokc prepare')",
-                          path, (long long)t, (long long)(begin + (int64_t)i), t < 0 ? "negative; ids are 0 .." : ">= vocab_size",
-                          t < 0 ? (long long)vocab - 1 : (long long)vocab);
+                rc = mokc_fail(err, errlen,
+                               "'%s': token %lld at index %lld is %s %lld; the file is corrupt or was made for "
+                               "another tokenizer (re-create it with 'mokc prepare')",
+                               path, (long long)t, (long long)(begin + (int64_t)i),
+                               t < 0 ? "negative; ids are 0 .." : ">= vocab_size",
+                               t < 0 ? (long long)vocab - 1 : (long long)vocab);
             else out[begin + (int64_t)i] = (uint32_t)t;
         }
     }
@@ -178,16 +168,16 @@ void data_close(TokenSet *set) {
 int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, size_t errlen) {
     memset(set, 0, sizeof *set);
     if (!path || !path[0])
-        return fail(err, errlen, "no token file given (set data.train / data.val in the spec)");
+        return mokc_fail(err, errlen, "no token file given (set data.train / data.val in the spec)");
     struct stat st;
     if (stat(path, &st) != 0)
-        return fail(err, errlen,
-                    "cannot open token file '%s': %s; create it with 'mokc prepare --text FILE --out %s' "
-                    "(or scripts/fetch-data.sh for the default corpus)",
-                    path, strerror(errno), path);
-    if (!S_ISREG(st.st_mode)) return fail(err, errlen, "token file '%s' is not a regular file", path);
+        return mokc_fail(err, errlen,
+                         "cannot open token file '%s': %s; create it with 'mokc prepare --text FILE --out %s' "
+                         "(or scripts/fetch-data.sh for the default corpus)",
+                         path, strerror(errno), path);
+    if (!S_ISREG(st.st_mode)) return mokc_fail(err, errlen, "token file '%s' is not a regular file", path);
     if (access(path, R_OK) != 0)
-        return fail(err, errlen, "cannot read token file '%s': %s", path, strerror(errno));
+        return mokc_fail(err, errlen, "cannot read token file '%s': %s", path, strerror(errno));
 
     H5Quiet quiet;
     h5io_quiet_begin(&quiet);
@@ -204,36 +194,38 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
     htri_t is_hdf5 = H5Fis_hdf5(path);
 #endif
     if (is_hdf5 <= 0) {
-        fail(err, errlen,
-             "token file '%s' (%lld bytes) is not an HDF5 file; token files are made by "
-             "'mokc prepare --text FILE --out %s'",
-             path, (long long)st.st_size, path);
+        mokc_fail(err, errlen,
+                  "token file '%s' (%lld bytes) is not an HDF5 file; token files are made by "
+                  "'mokc prepare --text FILE --out %s'",
+                  path, (long long)st.st_size, path);
         goto done;
     }
     ids[FAPL] = h5io_fapl(0);
     ids[FILE_] = H5Fopen(path, H5F_ACC_RDONLY, ids[FAPL] >= 0 ? ids[FAPL] : H5P_DEFAULT);
     if (ids[FILE_] < 0) {
-        fail(err, errlen,
-             "cannot open HDF5 file '%s' (%lld bytes): it is truncated or corrupt (HDF5: %s); "
-             "re-create it with 'mokc prepare'",
-             path, (long long)st.st_size, h5io_reason(&why));
+        mokc_fail(err, errlen,
+                  "cannot open HDF5 file '%s' (%lld bytes): it is truncated or corrupt (HDF5: %s); "
+                  "re-create it with 'mokc prepare'",
+                  path, (long long)st.st_size, h5io_reason(&why));
         goto done;
     }
     if (H5Lexists(ids[FILE_], "tokens", H5P_DEFAULT) <= 0) {
-        fail(err, errlen, "'%s' has no dataset '/tokens'; a token file holds its ids in a 1-D integer dataset named "
-             "'tokens' (make one with 'mokc prepare')", path);
+        mokc_fail(err, errlen,
+                  "'%s' has no dataset '/tokens'; a token file holds its ids in a 1-D integer dataset named "
+                  "'tokens' (make one with 'mokc prepare')",
+                  path);
         goto done;
     }
     ids[DSET] = H5Dopen2(ids[FILE_], "tokens", H5P_DEFAULT);
     if (ids[DSET] < 0) {
-        fail(err, errlen, "'/tokens' in '%s' is not a readable dataset (HDF5: %s)", path, h5io_reason(&why));
+        mokc_fail(err, errlen, "'/tokens' in '%s' is not a readable dataset (HDF5: %s)", path, h5io_reason(&why));
         goto done;
     }
     ids[SPACE] = H5Dget_space(ids[DSET]);
     int ndims = ids[SPACE] >= 0 ? H5Sget_simple_extent_ndims(ids[SPACE]) : -1;
     if (ndims != 1) {
-        fail(err, errlen, "dataset '/tokens' in '%s' has %d dimensions; expected a 1-D array of tokens",
-             path, ndims);
+        mokc_fail(err, errlen, "dataset '/tokens' in '%s' has %d dimensions; expected a 1-D array of tokens",
+                  path, ndims);
         goto done;
     }
     hsize_t dims[1] = {0};
@@ -241,8 +233,8 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
     ids[TYPE] = H5Dget_type(ids[DSET]);
     H5T_class_t cls = ids[TYPE] >= 0 ? H5Tget_class(ids[TYPE]) : H5T_NO_CLASS;
     if (cls != H5T_INTEGER) {
-        fail(err, errlen, "dataset '/tokens' in '%s' holds %s values; expected integer token ids "
-             "(mokc prepare writes uint16/uint32)", path, h5io_type_class_name(cls));
+        mokc_fail(err, errlen, "dataset '/tokens' in '%s' holds %s values; expected integer token ids "
+                  "(mokc prepare writes uint16/uint32)", path, h5io_type_class_name(cls));
         goto done;
     }
 
@@ -251,35 +243,35 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
     hid_t holder = attr_holder(ids[FILE_], ids[DSET], "format_version");
     if (holder >= 0 && h5io_read_attr_int64(holder, path, "format_version", &version, err, errlen)) goto done;
     if (version != DATA_FORMAT_VERSION) {
-        fail(err, errlen, "'%s' has format_version %lld; this mokc reads version %d (re-create it with "
-             "this mokc's 'prepare')", path, (long long)version, DATA_FORMAT_VERSION);
+        mokc_fail(err, errlen, "'%s' has format_version %lld; this mokc reads version %d (re-create it with "
+                  "this mokc's 'prepare')", path, (long long)version, DATA_FORMAT_VERSION);
         goto done;
     }
     holder = attr_holder(ids[FILE_], ids[DSET], "vocab_size");
     if (holder < 0 && expected_vocab <= 0) {
-        fail(err, errlen, "'%s' has no vocab_size attribute and no model vocabulary was given to check "
-             "its tokens against; add the attribute (an integer on '/') or re-create the file with "
-             "'mokc prepare'", path);
+        mokc_fail(err, errlen, "'%s' has no vocab_size attribute and no model vocabulary was given to check "
+                  "its tokens against; add the attribute (an integer on '/') or re-create the file with "
+                  "'mokc prepare'", path);
         goto done;
     }
     if (holder >= 0 && h5io_read_attr_int64(holder, path, "vocab_size", &vocab, err, errlen)) goto done;
     if (vocab < 1 || vocab > INT_MAX) {
-        fail(err, errlen, "'%s' has an invalid vocab_size attribute %lld", path, (long long)vocab);
+        mokc_fail(err, errlen, "'%s' has an invalid vocab_size attribute %lld", path, (long long)vocab);
         goto done;
     }
     if (expected_vocab > 0 && vocab != expected_vocab) {
-        fail(err, errlen,
-             "'%s' has vocab_size %lld but the model's vocab_size is %d; re-run 'mokc prepare' with "
-             "the model's tokenizer, or set model.vocab_size to %lld",
-             path, (long long)vocab, expected_vocab, (long long)vocab);
+        mokc_fail(err, errlen,
+                  "'%s' has vocab_size %lld but the model's vocab_size is %d; re-run 'mokc prepare' with "
+                  "the model's tokenizer, or set model.vocab_size to %lld",
+                  path, (long long)vocab, expected_vocab, (long long)vocab);
         goto done;
     }
     holder = attr_holder(ids[FILE_], ids[DSET], "num_tokens");
     if (holder >= 0 && h5io_read_attr_int64(holder, path, "num_tokens", &num_tokens, err, errlen)) goto done;
     if (num_tokens < 0 || (hsize_t)num_tokens != dims[0]) {
-        fail(err, errlen, "'%s' says num_tokens = %lld but dataset '/tokens' holds %llu tokens; the file "
-             "is damaged (re-create it with 'mokc prepare')",
-             path, (long long)num_tokens, (unsigned long long)dims[0]);
+        mokc_fail(err, errlen, "'%s' says num_tokens = %lld but dataset '/tokens' holds %llu tokens; the file "
+                  "is damaged (re-create it with 'mokc prepare')",
+                  path, (long long)num_tokens, (unsigned long long)dims[0]);
         goto done;
     }
     holder = attr_holder(ids[FILE_], ids[DSET], "source");
@@ -289,28 +281,28 @@ int data_open(TokenSet *set, const char *path, int expected_vocab, char *err, si
     tokenizer = holder < 0 ? strdup("") : NULL;
     if (holder >= 0 && h5io_read_attr_string(holder, path, "tokenizer", &tokenizer, err, errlen)) goto done;
     if (!source || !tokenizer) {
-        fail(err, errlen, "out of memory opening '%s'", path);
+        mokc_fail(err, errlen, "out of memory opening '%s'", path);
         goto done;
     }
     if (num_tokens == 0) {
-        fail(err, errlen, "'%s' holds no tokens; prepare it from a non-empty text", path);
+        mokc_fail(err, errlen, "'%s' holds no tokens; prepare it from a non-empty text", path);
         goto done;
     }
     if ((uint64_t)num_tokens > SIZE_MAX / sizeof(uint32_t)) {
-        fail(err, errlen, "'%s' holds %lld tokens, too many for this machine's address space", path,
-             (long long)num_tokens);
+        mokc_fail(err, errlen, "'%s' holds %lld tokens, too many for this machine's address space", path,
+                  (long long)num_tokens);
         goto done;
     }
     tokens = malloc((size_t)num_tokens * sizeof(uint32_t));
     if (!tokens) {
-        fail(err, errlen, "out of memory loading %lld tokens from '%s'", (long long)num_tokens, path);
+        mokc_fail(err, errlen, "out of memory loading %lld tokens from '%s'", (long long)num_tokens, path);
         goto done;
     }
     if (read_tokens(ids[DSET], ids[SPACE], path, tokens, num_tokens, vocab, err, errlen)) goto done;
 
     set->path = strdup(path);
     if (!set->path) {
-        fail(err, errlen, "out of memory opening '%s'", path);
+        mokc_fail(err, errlen, "out of memory opening '%s'", path);
         goto done;
     }
     set->tokens = tokens;
@@ -374,25 +366,25 @@ int loader_init(DataLoader *ld, const TokenSet *set, int seq_len, int micro_batc
                 int rank, int world, char *err, size_t errlen) {
     memset(ld, 0, sizeof *ld);
     ld->perm_epoch = -1;
-    if (!set || !set->tokens) return fail(err, errlen, "data loader: no token set is open");
-    if (seq_len < 1) return fail(err, errlen, "data loader: seq_len %d must be >= 1", seq_len);
-    if (micro_batch < 1) return fail(err, errlen, "data loader: micro_batch %d must be >= 1", micro_batch);
+    if (!set || !set->tokens) return mokc_fail(err, errlen, "data loader: no token set is open");
+    if (seq_len < 1) return mokc_fail(err, errlen, "data loader: seq_len %d must be >= 1", seq_len);
+    if (micro_batch < 1) return mokc_fail(err, errlen, "data loader: micro_batch %d must be >= 1", micro_batch);
     if (world < 1 || rank < 0 || rank >= world)
-        return fail(err, errlen, "data loader: rank %d is outside a world of %d ranks", rank, world);
+        return mokc_fail(err, errlen, "data loader: rank %d is outside a world of %d ranks", rank, world);
     int64_t windows = data_num_windows(set->num_tokens, seq_len);
     int64_t global = (int64_t)world * micro_batch;
     if (windows < global) {
         int64_t need = global * seq_len + 1;
-        return fail(err, errlen,
-                    "'%s' has %lld tokens (%lld windows of seq_len %d) but one global batch needs %lld "
-                    "sequences (%d ranks x micro_batch %d), i.e. at least %lld tokens; use a larger "
-                    "text (for a validation file: a larger --val-fraction), or a smaller train.seq_len or "
-                    "train.micro_batch",
-                    set->path ? set->path : "(token set)", (long long)set->num_tokens,
-                    (long long)windows, seq_len, (long long)global, world, micro_batch, (long long)need);
+        return mokc_fail(err, errlen,
+                         "'%s' has %lld tokens (%lld windows of seq_len %d) but one global batch needs %lld "
+                         "sequences (%d ranks x micro_batch %d), i.e. at least %lld tokens; use a larger "
+                         "text (for a validation file: a larger --val-fraction), or a smaller train.seq_len or "
+                         "train.micro_batch",
+                         set->path ? set->path : "(token set)", (long long)set->num_tokens,
+                         (long long)windows, seq_len, (long long)global, world, micro_batch, (long long)need);
     }
     ld->perm = malloc((size_t)windows * sizeof *ld->perm);
-    if (!ld->perm) return fail(err, errlen, "out of memory for %lld window indices", (long long)windows);
+    if (!ld->perm) return mokc_fail(err, errlen, "out of memory for %lld window indices", (long long)windows);
     ld->set = set;
     ld->seq_len = seq_len;
     ld->micro_batch = micro_batch;

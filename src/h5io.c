@@ -3,22 +3,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return 1;
-}
+#include "common.h"
 
 /* ---------- error stack ---------- */
 
@@ -122,17 +112,17 @@ const char *h5io_type_class_name(H5T_class_t c) {
 
 int h5io_read_attr_int64(hid_t obj, const char *path, const char *name, int64_t *out, char *err, size_t errlen) {
     hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
-    if (attr < 0) return fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
+    if (attr < 0) return mokc_fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
     hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
     int rc = 0;
     H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
     if (cls != H5T_INTEGER)
-        rc = fail(err, errlen, "attribute '%s' of '%s' is %s; expected an integer", name, path,
-                  h5io_type_class_name(cls));
+        rc = mokc_fail(err, errlen, "attribute '%s' of '%s' is %s; expected an integer", name, path,
+                       h5io_type_class_name(cls));
     else if (space < 0 || H5Sget_simple_extent_npoints(space) != 1)
-        rc = fail(err, errlen, "attribute '%s' of '%s' must hold a single value", name, path);
+        rc = mokc_fail(err, errlen, "attribute '%s' of '%s' must hold a single value", name, path);
     else if (H5Aread(attr, H5T_NATIVE_INT64, out) < 0)
-        rc = fail(err, errlen, "cannot read attribute '%s' of '%s' as an integer", name, path);
+        rc = mokc_fail(err, errlen, "cannot read attribute '%s' of '%s' as an integer", name, path);
     if (space >= 0) H5Sclose(space);
     if (type >= 0) H5Tclose(type);
     H5Aclose(attr);
@@ -142,18 +132,18 @@ int h5io_read_attr_int64(hid_t obj, const char *path, const char *name, int64_t 
 int h5io_read_attr_string(hid_t obj, const char *path, const char *name, char **out, char *err, size_t errlen) {
     *out = NULL;
     hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
-    if (attr < 0) return fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
+    if (attr < 0) return mokc_fail(err, errlen, "cannot read attribute '%s' of '%s'", name, path);
     hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
     int rc = 0;
     if (type < 0 || H5Tget_class(type) != H5T_STRING) {
-        rc = fail(err, errlen, "attribute '%s' of '%s' is %s; expected a string", name, path,
-                  h5io_type_class_name(type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS));
+        rc = mokc_fail(err, errlen, "attribute '%s' of '%s' is %s; expected a string", name, path,
+                       h5io_type_class_name(type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS));
     } else if (space < 0 || H5Sget_simple_extent_npoints(space) != 1) {
-        rc = fail(err, errlen, "attribute '%s' of '%s' must hold a single string", name, path);
+        rc = mokc_fail(err, errlen, "attribute '%s' of '%s' must hold a single string", name, path);
     } else if (H5Tis_variable_str(type) > 0) {
         char *s = NULL;
         if (H5Aread(attr, type, &s) < 0 || !s) {
-            rc = fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
+            rc = mokc_fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
         } else {
             *out = strdup(s);
             H5free_memory(s);
@@ -163,12 +153,12 @@ int h5io_read_attr_string(hid_t obj, const char *path, const char *name, char **
         char *buf = calloc(size + 1, 1);
         if (!buf || H5Aread(attr, type, buf) < 0) {
             free(buf);
-            rc = fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
+            rc = mokc_fail(err, errlen, "cannot read string attribute '%s' of '%s'", name, path);
         } else {
             *out = buf;
         }
     }
-    if (rc == 0 && !*out) rc = fail(err, errlen, "out of memory reading '%s'", path);
+    if (rc == 0 && !*out) rc = mokc_fail(err, errlen, "out of memory reading '%s'", path);
     if (space >= 0) H5Sclose(space);
     if (type >= 0) H5Tclose(type);
     H5Aclose(attr);

@@ -162,25 +162,20 @@ static int64_t attn_params(const ModelDims *d) {
     return (int64_t)d->C * d->Hq * d->D * 2 + (int64_t)d->C * d->Hkv * d->D * 2 + 2 * d->C;
 }
 
-int64_t model_param_count(const ModelDims *d) {
+/* Parameters counting `routed` routed experts per MoE layer (all E, or the k a token uses). */
+static int64_t param_count(const ModelDims *d, int routed) {
     int64_t n = (int64_t)d->V * d->C * (d->tie ? 1 : 2) + d->C;
     for (int l = 0; l < d->L; l++) {
         n += attn_params(d);
         if (!model_layer_is_moe(d, l)) n += 3ll * d->C * d->I;
-        else n += (int64_t)d->C * d->E + 3ll * d->C * d->Im * (d->E + d->S);
+        else n += (int64_t)d->C * d->E + 3ll * d->C * d->Im * (routed + d->S);
     }
     return n;
 }
 
-int64_t model_active_param_count(const ModelDims *d) {
-    int64_t n = (int64_t)d->V * d->C * (d->tie ? 1 : 2) + d->C;
-    for (int l = 0; l < d->L; l++) {
-        n += attn_params(d);
-        if (!model_layer_is_moe(d, l)) n += 3ll * d->C * d->I;
-        else n += (int64_t)d->C * d->E + 3ll * d->C * d->Im * (d->k + d->S);
-    }
-    return n;
-}
+int64_t model_param_count(const ModelDims *d) { return param_count(d, d->E); }
+
+int64_t model_active_param_count(const ModelDims *d) { return param_count(d, d->k); }
 
 double model_flops_per_token(const ModelDims *d, int seq_len) {
     /* Matmul parameters only: the embedding lookup is no matmul, the LM head is. */

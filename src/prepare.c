@@ -50,17 +50,12 @@ static const char usage_text[] =
     "          mokc prepare --bin fineweb_val_000000.bin --vocab 50257 --out data/fw-val.h5 --val-fraction 0\n";
 
 static int prep_error(const char *hint, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Same shape as mokc_die's output, but returns so that the caller (and tests) get the code. */
+/* mokc_die's output, but returns so that the caller (and tests) get the code. */
 static int prep_error(const char *hint, const char *fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "mokc: error: prepare: ");
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    mokc_verror("prepare", hint, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    if (hint) fprintf(stderr, "---> HINT: %s\n", hint);
-    fflush(stderr);
     return MOKC_EXIT_USAGE;
 }
 

@@ -68,6 +68,33 @@ int test_read_metric(const char *path, const char *key, double *values, int max)
     return n;
 }
 
+int test_prepare_corpus(const char *dir, double val_fraction) {
+    char cmd[8000], out[4096]; /* test_run wraps the command in a buffer of 8192 */
+    snprintf(cmd, sizeof cmd, "%s prepare --text LICENSE --out %s/corpus.h5 --val-fraction %g", mokc_binary, dir,
+             val_fraction);
+    int rc = test_run(cmd, out, sizeof out);
+    if (rc == 0) return 0;
+    test_fail(__FILE__, __LINE__, "prepare into %s failed (%d): %s", dir, rc, out);
+    return -1;
+}
+
+int test_write_file(const char *path, const char *fmt, ...) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        test_fail(__FILE__, __LINE__, "cannot write %s", path);
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    if (fclose(f) != 0) {
+        test_fail(__FILE__, __LINE__, "cannot write %s", path);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : "";
     const char *bin = getenv("MOKC_BIN");

@@ -35,6 +35,12 @@ int test_run(const char *command, char *out, size_t outlen);
 /* Reads the number after "key": from each line of a JSON-lines metrics file (a train run's
  * log.metrics_path), up to max values; returns how many were read (0 if the file is missing). */
 int test_read_metric(const char *path, const char *key, double *values, int max);
+/* Runs `mokc prepare --text LICENSE --out DIR/corpus.h5 --val-fraction F` (F > 0: DIR/corpus-val.h5
+ * too), the fixed corpus of the end-to-end tests; returns 0, or records a failure and returns -1. */
+int test_prepare_corpus(const char *dir, double val_fraction);
+/* Writes printf-formatted text to path (a spec, a config); returns 0, or records a failure and
+ * returns -1. */
+int test_write_file(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 
 #define CHECK(cond)                                                          \

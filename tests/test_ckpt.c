@@ -64,18 +64,9 @@ static char *fmt(const char *f, ...) {
 static Setup make_setup(int vocab) {
     Setup s;
     snprintf(s.dir, sizeof s.dir, "%s", test_tmpdir());
-    char out[4096];
-    int rc = test_run(fmt("%s prepare --text LICENSE --out %s/corpus.h5 --val-fraction 0.1", test_mokc_binary(), s.dir),
-                      out, sizeof out);
-    CHECK_MSG(rc == 0, "prepare failed (%d): %s", rc, out);
     snprintf(s.spec, sizeof s.spec, "%s/spec.json", s.dir);
-    FILE *f = fopen(s.spec, "w");
-    if (!f) {
-        test_fail(__FILE__, __LINE__, "cannot write %s", s.spec);
-        return s;
-    }
-    fprintf(f, spec_text, vocab, s.dir, s.dir);
-    fclose(f);
+    test_prepare_corpus(s.dir, 0.1);
+    test_write_file(s.spec, spec_text, vocab, s.dir, s.dir);
     return s;
 }
 

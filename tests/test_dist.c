@@ -25,15 +25,9 @@ static char dir[4200], spec[4300];
 
 static void setup_corpus(void) {
     snprintf(dir, sizeof dir, "%s", test_tmpdir());
-    char cmd[9000], out[4096];
-    snprintf(cmd, sizeof cmd, "%s prepare --text LICENSE --out %s/corpus.h5 --val-fraction 0", test_mokc_binary(), dir);
-    int rc = test_run(cmd, out, sizeof out);
-    CHECK_MSG(rc == 0, "prepare failed: %s", out);
     snprintf(spec, sizeof spec, "%s/spec.json", dir);
-    FILE *f = fopen(spec, "w");
-    if (!f) return;
-    fprintf(f, spec_json, STEPS, dir);
-    fclose(f);
+    test_prepare_corpus(dir, 0);
+    test_write_file(spec, spec_json, STEPS, dir);
 }
 
 /* mpirun with what a container or CI needs: more ranks than cores, and root if we are root. */

@@ -24,18 +24,9 @@ static const char *small_spec =
 /* Prepares LICENSE into a fresh directory and writes the spec there; returns the directory. */
 static const char *prepare_corpus(char *spec_path, size_t len) {
     const char *dir = test_tmpdir();
-    char cmd[2048], out[4096];
-    snprintf(cmd, sizeof cmd, "%s prepare --text LICENSE --out %s/corpus.h5 --val-fraction 0", test_mokc_binary(), dir);
-    int rc = test_run(cmd, out, sizeof out);
-    CHECK_MSG(rc == 0, "prepare failed (%d): %s", rc, out);
     snprintf(spec_path, len, "%s/spec.json", dir);
-    FILE *f = fopen(spec_path, "w");
-    if (!f) {
-        test_fail(__FILE__, __LINE__, "cannot write %s", spec_path);
-        return dir;
-    }
-    fprintf(f, small_spec, dir);
-    fclose(f);
+    test_prepare_corpus(dir, 0);
+    test_write_file(spec_path, small_spec, dir);
     return dir;
 }
 
