@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# EP consistency check of the unfused MoE layer on 2 GPUs (run on the 2-GPU machine): for each
-# shape, `mokc bench moe --check` runs the layer at EP = 2 (each rank its tokens and half the
+# EP consistency check of the MoE layers on 2 GPUs (run on the 2-GPU machine): for each shape,
+# `mokc bench moe --check` runs the unfused layer at EP = 2 (each rank its tokens and half the
 # experts, NCCL send/recv between them) and compares y, dx, the aux loss, the top-k picks and every
-# gradient with a single-rank run of the same global problem. Then a short timing of the
-# benchmark shape. Exits non-zero if any check fails.
+# gradient with a single-rank run of the same global problem; the megakernel (mok, forward: NCCL
+# symmetric windows, one persistent kernel) is compared with the same run (y, top-k, aux loss,
+# bitwise run to run). Then the mok watchdog at EP = 2 (rank 1 skips its dispatch: the job must
+# stop with the stalled-counter record instead of hanging) and a short timing of both layers.
+# Exits non-zero if any check fails.
 # Usage: scripts/gpu-moe-ep2-check.sh        (NP=4 for 4 GPUs; the build must have the CUDA backend)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,9 +28,37 @@ check --config configs/bench/kimi-k2-like.json --tokens 200 \
 check --config configs/bench/kimi-k2-like.json --tokens 96 --skew \
       --set model.hidden_size=128 --set moe.moe_intermediate_size=64 --set moe.n_shared_experts=1
 
+check --config configs/bench/qwen3-30b-a3b-like.json --tokens 1000 --skew --impl mok   # mok, skewed, H=2048
+echo "== (mok, pipelined GEMM tile) MOKC_MOK_TILE=pipe mokc bench moe --check --impl mok"
+for args in "--config configs/tiny.json --tokens 300" "--config configs/bench/qwen3-30b-a3b-like.json --tokens 512"; do
+  # shellcheck disable=SC2086
+  timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE=pipe ./mokc bench moe --check --impl mok $args \
+    | grep "mok\|ep check:" || fail=$((fail + 1))
+done
+
+echo "== mok watchdog: MOKC_MOK_SKIP_DISPATCH=1 (rank 1 pulls no rows), budget 2 s; must fail fast with the record"
+wd_start=$(date +%s)
+wd_out=$(timeout 120 mpirun -np "$np" -x MOKC_MOK_SKIP_DISPATCH=1 -x MOKC_MOK_WATCHDOG_S=2 ./mokc bench moe \
+         --impl mok --config configs/tiny.json --tokens 256 --iters 1 --warmup 0 2>&1)
+wd_rc=$?
+wd_secs=$(( $(date +%s) - wd_start ))
+echo "$wd_out" | grep -m3 "mok watchdog\|moe_mok" || true
+if [ "$wd_rc" -ne 0 ] && [ "$wd_rc" -ne 124 ] && echo "$wd_out" | grep -q "mok watchdog:"; then
+  echo "watchdog: ok (exit $wd_rc after ${wd_secs} s)"
+else
+  echo "watchdog: FAIL (exit $wd_rc after ${wd_secs} s; 124 = hung)"; echo "$wd_out" | tail -20; fail=$((fail + 1))
+fi
+
 echo "== timing (short): mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2"
 timeout 600 mpirun -np "$np" ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 \
   || fail=$((fail + 1))
+for tile in pipe; do   # the simple tile with the default comm blocks is in the timing above
+  for cb in 16 66 132; do
+    echo "== mok timing: MOKC_MOK_TILE=$tile --comm-blocks $cb"
+    timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE="$tile" ./mokc bench moe --impl mok --comm-blocks "$cb" \
+      --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 | grep '^mok ' || fail=$((fail + 1))
+  done
+done
 
 if [ "$fail" -eq 0 ]; then echo "gpu-moe-ep2-check: PASS"; else echo "gpu-moe-ep2-check: $fail FAILED"; fi
 exit $(( fail > 0 ))

@@ -17,26 +17,30 @@
 #include "gpu/check.h"
 #include "gpu/comms.h"
 #include "gpu/device.h"
+#include "gpu/moe_mok.h"
 #include "gpu/moe_unfused.h"
 
 static const char *bench_help =
     "usage: mokc bench moe --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--iters 20]\n"
-    "                      [--warmup 5] [--ep N] [--seed S] [--set key.path=value ...]\n"
-    "       mokc bench moe --check --config SPEC.json [--tokens N] [--skew] [--set ...]\n"
+    "                      [--warmup 5] [--ep N] [--seed S] [--comm-blocks N] [--set key.path=value ...]\n"
+    "       mokc bench moe --check --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--skew] [--set ...]\n"
     "\n"
     "Times one MoE layer (the model and moe sections of SPEC.json) on every rank's GPU: forward and\n"
     "forward + backward, median of --iters after --warmup, the slowest rank per iteration. Prints a\n"
     "JSON line per implementation and a table. Run under mpirun with one rank per GPU; EP = all\n"
     "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens.\n"
     "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
-    "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch.\n"
+    "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch; with mok (or all)\n"
+    "it also compares the megakernel's forward (y, top-k, aux loss) at EP = world with that run.\n"
+    "mok times the forward only (its backward is the unfused one, issue 8) and the dispatch alone\n"
+    "(GB/s per GPU, rows pulled including this rank's own); --comm-blocks: its dispatch blocks.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
 typedef struct {
     const char *config;
     const char *impl;
-    int tokens, iters, warmup, ep, check, skew;
+    int tokens, iters, warmup, ep, check, skew, comm_blocks;
     unsigned long long seed;
     const char *sets[64]; /* --set key.path=value overrides of the spec */
     int n_sets;
@@ -94,6 +98,9 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
             i++;
         } else if (!strcmp(o, "--warmup")) {
             if (!parse_int(v, 0, &a->warmup)) return usage("--warmup needs an integer >= 0, not '%s'", v);
+            i++;
+        } else if (!strcmp(o, "--comm-blocks")) {
+            if (!parse_int(v, 1, &a->comm_blocks)) return usage("--comm-blocks needs a positive integer, not '%s'", v);
             i++;
         } else if (!strcmp(o, "--ep")) {
             if (!parse_int(v, 1, &a->ep)) return usage("--ep needs a positive integer, not '%s'", v);
@@ -269,6 +276,40 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
     cudaCheck(cudaEventDestroy(e1));
 }
 
+/* The megakernel's forward (median of the per-iteration max over ranks) and its dispatch alone. */
+static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, cudaStream_t s, double *fwd_ms, double *disp_ms,
+                     long *rows) {
+    MoeGpuWeights w = layer_weights(L);
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    moe_mok_forward(L->y, m, L->x, NULL, &w, L->bias, L->N, s);
+    moe_mok_sync(m, s); /* a watchdog record surfaces here */
+    for (int it = 0; it < args->warmup; it++) moe_mok_forward(L->y, m, L->x, NULL, &w, L->bias, L->N, s);
+    moe_mok_sync(m, s);
+    double *tf = callocCheck((size_t)args->iters, sizeof(double));
+    double *td = callocCheck((size_t)args->iters, sizeof(double));
+    for (int pass = 0; pass < 2; pass++)
+        for (int it = 0; it < args->iters; it++) {
+            mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+            cudaCheck(cudaEventRecord(e0, s));
+            if (pass == 0) moe_mok_forward(L->y, m, L->x, NULL, &w, L->bias, L->N, s);
+            else moe_mok_dispatch_only(m, s);
+            cudaCheck(cudaEventRecord(e1, s));
+            moe_mok_sync(m, s);
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+            (pass == 0 ? tf : td)[it] = ms;
+        }
+    *rows = moe_mok_rows_in(m, s);
+    *fwd_ms = median_of_max(tf, args->iters);
+    *disp_ms = median_of_max(td, args->iters);
+    free(tf);
+    free(td);
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+}
+
 /* ------------------------------------------------------------------------------------------------
  * The EP consistency check
  * ---------------------------------------------------------------------------------------------- */
@@ -355,6 +396,37 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     }
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, err, 4 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     int fail = 0;
+    const int with_mok = strcmp(args->impl, "unfused") != 0 && moe_mok_supported(d_ep);
+    double mok_err[3] = {0, 0, 0};
+    if (with_mok) { /* the megakernel's forward at EP = world against the single-rank unfused run */
+        MoeMok m;
+        moe_mok_create(&m, d_ep, N, &comms, args->comm_blocks);
+        MoeGpuWeights w = layer_weights(&ep);
+        float *ym;
+        cudaCheck(cudaMalloc((void **)&ym, (size_t)nx * sizeof(float) + 16));
+        cudaCheck(cudaMemset(ym, 0xff, (size_t)nx * sizeof(float)));
+        moe_mok_forward(ym, &m, ep.x, NULL, &w, ep.bias, N, s);
+        const double aux = moe_mok_aux_loss(&m, s);
+        float *y3 = fetch(ym, nx);
+        long nan = 0;
+        for (long i = 0; i < nx; i++) nan += y3[i] != y3[i];
+        mok_err[0] = nan ? 1e30 : rel_err(y3, 1.0, y1 + off, nx);
+        cudaCheck(cudaMemcpy(tk2, m.topk, (size_t)N * k * sizeof(int), cudaMemcpyDeviceToHost));
+        long badm = 0;
+        for (long i = 0; i < (long)N * k; i++) badm += tk2[i] != tk1[(long)rank * N * k + i];
+        mok_err[1] = (double)badm;
+        mok_err[2] = fabs(aux - one.a.aux_loss) / (fabs(one.a.aux_loss) > 0 ? fabs(one.a.aux_loss) : 1.0);
+        /* a second forward must give the same bits */
+        moe_mok_forward(ym, &m, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_sync(&m, s);
+        float *y4 = fetch(ym, nx);
+        if (memcmp(y3, y4, (size_t)nx * sizeof(float))) mok_err[0] = 1e30;
+        free(y3);
+        free(y4);
+        cudaCheck(cudaFree(ym));
+        moe_mok_destroy(&m);
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, mok_err, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    }
     if (rank == 0) printf("ep check: %d ranks x %d tokens, ep = %d%s; max over ranks:\n", world, N, d_ep->ep,
                           args->skew ? ", skewed routing" : "");
     for (int i = 0; i < 4 + T_COUNT; i++) {
@@ -366,6 +438,19 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
             snprintf(label, sizeof label, "%s%s", i >= 4 ? "d" : "", what[i]);
             if (i == 3) printf("  %-24s %9.0f  %s\n", label, err[i], ok ? "ok" : "FAIL");
             else printf("  %-24s %9.2e  %s (rel err, tolerance %g)\n", label, err[i], ok ? "ok" : "FAIL", tol);
+        }
+    }
+    if (with_mok) {
+        const double mtol = 1e-2;
+        const int ok_y = mok_err[0] < mtol, ok_t = mok_err[1] == 0, ok_a = mok_err[2] < tol;
+        fail |= !ok_y || !ok_t || !ok_a;
+        if (rank == 0) {
+            printf("  %-24s %9.2e  %s (rel err vs unfused 1 rank, tolerance %g; 1e30: NaN left or not bitwise "
+                   "run to run)\n",
+                   "mok y", mok_err[0], ok_y ? "ok" : "FAIL", mtol);
+            printf("  %-24s %9.0f  %s\n", "mok top-k picks differ", mok_err[1], ok_t ? "ok" : "FAIL");
+            printf("  %-24s %9.2e  %s (rel err, tolerance %g)\n", "mok aux loss", mok_err[2], ok_a ? "ok" : "FAIL",
+                   tol);
         }
     }
     if (rank == 0) printf("ep check: %s\n", fail ? "FAIL" : "PASS");
@@ -411,11 +496,6 @@ int cmd_bench(int argc, char **argv) {
         return MOKC_EXIT_USAGE;
     }
     if (cfg.moe.num_experts <= 0) return usage("%s has no MoE layer (moe.num_experts = 0)", args.config);
-    if (!strcmp(args.impl, "mok") && !args.check) {
-        if (dist_launcher_rank() == 0)
-            fprintf(stderr, "mokc: error: --impl mok is not built yet (the megakernel, issue 7); use --impl unfused\n");
-        return MOKC_EXIT_RUNTIME;
-    }
     setenv("NCCL_NVLS_ENABLE", "0", 0); /* never NVLink multicast on shared machines */
 
     Dist dist;
@@ -455,25 +535,60 @@ int cmd_bench(int argc, char **argv) {
         Layer L;
         layer_create(&L, &d, N, &comms, (long)dist.rank * N, (long)dist.ep_rank * (d.E / d.ep), 1.0f, 0, 0,
                      args.seed, s);
+        const int do_unfused = strcmp(args.impl, "mok") != 0, do_mok = strcmp(args.impl, "unfused") != 0;
         const double acts_mib = moe_unfused_acts_bytes(&d, N) / 1048576.0;
         const double work_mib = moe_unfused_work_bytes(&d, N) / 1048576.0;
+        const double mok_mib = do_mok && moe_mok_supported(&d) ? moe_mok_bytes(&d, N) / 1048576.0 : 0.0;
         if (dist.rank == 0)
-            printf("memory per GPU: weights + fp32 grads %.1f MiB, layer activations %.1f MiB, scratch %.1f MiB\n",
-                   L.weight_bytes / 1048576.0, acts_mib, work_mib);
-        double fwd = 0, fb = 0;
-        time_layer(&L, &args, cfg.moe.router_aux_loss_coef, s, &fwd, &fb);
+            printf("memory per GPU: weights + fp32 grads %.1f MiB, layer activations %.1f MiB, scratch %.1f MiB, "
+                   "mok layer (symmetric window included) %.1f MiB\n",
+                   L.weight_bytes / 1048576.0, acts_mib, work_mib, mok_mib);
         const double flops = 2.0 * N * d.k * 3.0 * d.C * d.I;
-        const double tf_f = flops / (fwd * 1e-3) / 1e12, tf_fb = 3.0 * flops / (fb * 1e-3) / 1e12;
+        double fwd = 0, fb = 0, mfwd = 0, mdisp = 0, gbs = 0;
+        int mok_ran = 0, n_comm = 0;
+        if (do_unfused) {
+            time_layer(&L, &args, cfg.moe.router_aux_loss_coef, s, &fwd, &fb);
+            const double tf_f = flops / (fwd * 1e-3) / 1e12, tf_fb = 3.0 * flops / (fb * 1e-3) / 1e12;
+            if (dist.rank == 0)
+                printf("{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
+                       "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
+                       "\"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"fwdbwd_tflops\": %.2f, "
+                       "\"acts_mib\": %.1f, \"work_mib\": %.1f}\n",
+                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, fwd, fb, tf_f,
+                       tf_fb, acts_mib, work_mib);
+        }
+        if (do_mok && !moe_mok_supported(&d)) {
+            if (dist.rank == 0) printf("mok: skipped, the megakernel needs H and I multiples of 64\n");
+        } else if (do_mok) {
+            MoeMok m;
+            moe_mok_create(&m, &d, N, &comms, args.comm_blocks);
+            n_comm = m.n_comm;
+            long rows = 0;
+            time_mok(&L, &m, &args, s, &mfwd, &mdisp, &rows);
+            /* per GPU: the bytes this owner pulled (its own rows included), slowest rank's time */
+            gbs = (double)rows * d.C * 2.0 / (mdisp * 1e-3) / 1e9;
+            double g = gbs;
+            mpiCheck(MPI_Allreduce(&g, &gbs, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+            moe_mok_destroy(&m);
+            mok_ran = 1;
+            if (dist.rank == 0)
+                printf("{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
+                       "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
+                       "\"comm_blocks\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": null, \"fwd_tflops\": %.2f, "
+                       "\"dispatch_ms\": %.4f, \"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
+                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, mfwd,
+                       flops / (mfwd * 1e-3) / 1e12, mdisp, gbs, mok_mib);
+        }
         if (dist.rank == 0) {
-            printf("{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
-                   "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                   "\"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"fwdbwd_tflops\": %.2f, "
-                   "\"acts_mib\": %.1f, \"work_mib\": %.1f}\n",
-                   shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, fwd, fb, tf_f, tf_fb,
-                   acts_mib, work_mib);
             printf("\n%-10s %4s %11s %9s %12s %11s %16s\n", "impl", "ep", "tokens/GPU", "fwd ms", "fwd TFLOP/s",
                    "fwd+bwd ms", "fwd+bwd TFLOP/s");
-            printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f\n", "unfused", dist.ep, N, fwd, tf_f, fb, tf_fb);
+            if (do_unfused)
+                printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f\n", "unfused", dist.ep, N, fwd,
+                       flops / (fwd * 1e-3) / 1e12, fb, 3.0 * flops / (fb * 1e-3) / 1e12);
+            if (mok_ran)
+                printf("%-10s %4d %11d %9.3f %12.1f %11s %16s   (%d comm blocks; dispatch alone %.3f ms, %.0f GB/s "
+                       "per GPU)\n",
+                       "mok", dist.ep, N, mfwd, flops / (mfwd * 1e-3) / 1e12, "-", "-", n_comm, mdisp, gbs);
             fflush(stdout);
         }
         layer_destroy(&L);

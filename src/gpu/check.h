@@ -15,6 +15,11 @@ void mokc_nccl_check(ncclResult_t r, const char *what, const char *file, int lin
 /* A hint printed with out-of-memory errors (the memory plan); NULL for none. Not owned. */
 void mokc_gpu_set_oom_hint(const char *hint);
 
+/* A report to print before any CUDA, cuBLAS or NCCL failure stops the job (the megakernel's
+ * watchdog record: its trap surfaces at whatever GPU call comes next). One at a time; NULL clears.
+ * The report prints to stderr and returns. */
+void mokc_gpu_set_failure_report(void (*report)(void *arg), void *arg);
+
 #define cublasCheck(call) mokc_cublas_check((call), #call, __FILE__, __LINE__)
 #define ncclCheck(call) mokc_nccl_check((call), #call, __FILE__, __LINE__)
 

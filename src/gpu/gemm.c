@@ -2,8 +2,8 @@
  * C^T = B^T A^T, so every call passes B first and swaps the roles of M and N.
  * Single GEMMs go through cuBLASLt: each distinct problem gets its descriptors and the
  * heuristic's first algorithm once (a small cache), so repeated calls cost one cublasLtMatmul.
- * Each cuBLAS handle gets its own workspace, used on the handle's stream: GEMMs on different
- * streams never share one. */
+ * No workspace: the algorithms then need no split-K reduction buffer, there is no per-stream state
+ * to manage, and each output element is summed in one place. */
 #include "gpu/gemm.h"
 
 #include <cublasLt.h>
@@ -15,9 +15,6 @@
 
 static cudaDataType_t dtype(GemmType t) { return t == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-/* 32 MiB: NVIDIA's recommended cuBLASLt workspace on Hopper. */
-#define LT_WORKSPACE_BYTES (32u << 20)
-#define MAX_HANDLES 16
 #define MAX_PLANS 512
 
 typedef struct {
@@ -35,32 +32,22 @@ typedef struct {
 } Plan;
 
 static cublasLtHandle_t lt_handle;
-static struct { cublasHandle_t h; void *ws; } workspaces[MAX_HANDLES];
-static int n_workspaces;
 static Plan plans[MAX_PLANS];
 static int n_plans;
 
-static void *workspace_of(cublasHandle_t h) {
-    for (int i = 0; i < n_workspaces; i++)
-        if (workspaces[i].h == h) return workspaces[i].ws;
-    if (n_workspaces == MAX_HANDLES)
-        mokc_die(MOKC_EXIT_RUNTIME, "use fewer cuBLAS handles", "more than %d cuBLAS handles call gemm_rm", MAX_HANDLES);
-    void *ws = NULL;
-    cudaCheck(cudaMalloc(&ws, LT_WORKSPACE_BYTES));
-    workspaces[n_workspaces].h = h;
-    workspaces[n_workspaces].ws = ws;
-    n_workspaces++;
-    return ws;
-}
-
 static const Plan *plan_of(const PlanKey *key) {
-    for (int i = 0; i < n_plans; i++)
+    for (int i = 0; i < n_plans && i < MAX_PLANS; i++)
         if (memcmp(&plans[i].key, key, sizeof *key) == 0) return &plans[i];
-    if (n_plans == MAX_PLANS)
-        mokc_die(MOKC_EXIT_RUNTIME, "the model has more distinct GEMM shapes than expected",
-                 "more than %d distinct GEMM problems", MAX_PLANS);
     if (!lt_handle) cublasCheck(cublasLtCreate(&lt_handle));
-    Plan *p = &plans[n_plans];
+    /* A full cache recycles its oldest plan: the heuristic gives the same algorithm for the same
+     * problem every time, so a rebuilt plan computes the same bits. */
+    Plan *p = &plans[n_plans % MAX_PLANS];
+    if (n_plans >= MAX_PLANS) {
+        cublasLtMatmulDescDestroy(p->desc);
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->lc);
+    }
     p->key = *key;
     /* Column-major view: C^T (N x M) = op(B)^T (N x K) op(A)^T (K x M). */
     cublasOperation_t op_b = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -75,7 +62,7 @@ static const Plan *plan_of(const PlanKey *key) {
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), (uint64_t)key->N, (uint64_t)key->M, key->N));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws_bytes = LT_WORKSPACE_BYTES;
+    uint64_t ws_bytes = 0;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                      sizeof ws_bytes));
     /* The heuristic otherwise assumes 256-byte aligned buffers; row offsets into a buffer (expert
@@ -121,8 +108,8 @@ void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, co
     const Plan *p = plan_of(&key);
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, C, p->lc, &p->algo,
-                               workspace_of(h), LT_WORKSPACE_BYTES, stream));
+    cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, C, p->lc, &p->algo, NULL, 0,
+                               stream));
 }
 
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,

@@ -1,0 +1,122 @@
+/*
+ * The MoK megakernel, forward (issue 7): C API of the schedule kernel, the persistent kernel and
+ * the symmetric memory (NCCL window + device communicator + peer pointer table). Host
+ * orchestration: src/gpu/moe_mok.h.
+ *
+ * Schedule (destination side, from the EP group's gathered top-k ids, on the GPU): the dispatch
+ * plan (kernels/moe_plan.h) run over all ep * N * k slots in (source rank, token, j) order gives
+ * expert_offset_all (E + 1) and row_slot_all (ep * N * k); this rank's local experts
+ * [e0, e0 + El) own rows [expert_offset_all[e0], expert_offset_all[e0 + El]): local row
+ * lr = row - expert_offset_all[e0], exactly the unfused layer's owner-side order. mok_schedule then
+ * cuts each local expert's rows into M tiles of MOK_BM (the last one partial): mt_start (El + 1)
+ * and *total_mt.
+ *
+ * Persistent kernel (grid = SMs x mok_blocks_per_sm(), MOK_THREADS threads, roles by block index):
+ *   blocks [0, n_comm): dispatch. M tiles mt = b, b + n_comm, ...: each row lr of the tile is
+ *     pulled from its source rank p's window (x rows at x_off, 16-byte vectors) into xr; then
+ *     arrive[mt] += 1 (release, GPU scope).
+ *   blocks [n_comm, grid): compute, tasks from the monotonic ticket in topological order:
+ *     tickets [0, MT * nI): gate/up tile (mt, n tile of I): waits arrive[mt] >= 1 (acquire), then
+ *       pre_gate, pre_up = x @ w_gate, x @ w_up (bf16), h = silu(pre_gate) * pre_up (bf16, from the
+ *       rounded values, as kernels/swiglu.cu), gu_done[mt] += 1;
+ *     tickets [MT * nI, MT * (nI + nC)): down tile (mt, n tile of C): waits gu_done[mt] == nI, then
+ *       out = h @ w_down (bf16) stored straight into the source rank's combine slot
+ *       (y_off + (token * k + j) * C), peer pointer, plain stores.
+ *   MT = *total_mt (device memory: no host synchronisation).
+ * Every spin-wait is bounded by budget_ns (globaltimer); on expiry the first block to expire fills
+ * *err (host-mapped) and traps.
+ * Requirements: C % 64 == 0, I % 64 == 0 (tile multiples; M is masked), 1 <= n_comm < grid.
+ * Counters (arrive, gu_done: mt_max each; ticket: 1) must be zero at launch (mok_forward_launch
+ * zeroes them on the stream first). Deterministic: each output element is computed once, by one
+ * tile, with a fixed K order.
+ */
+#ifndef MOKC_KERNELS_MOK_MOK_H
+#define MOKC_KERNELS_MOK_MOK_H
+
+#include <nccl.h>
+#include <stddef.h>
+
+#include "../common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOK_TILE_M 64 /* == MOK_BM of tile_mma.cuh */
+#define MOK_TILE_N 64 /* == MOK_BN */
+#define MOK_BLOCK_THREADS 128
+
+/* GEMM tile variants (kernels/mok/tile_mma.cuh), bitwise identical results: plain shared-memory
+ * loads, or cp.async double buffering + ldmatrix. */
+enum { MOK_TILE_SIMPLE = 0, MOK_TILE_PIPE = 1 };
+
+/* Roles in the error record. */
+enum { MOK_ROLE_NONE = 0, MOK_ROLE_GATEUP_WAIT_DISPATCH = 1, MOK_ROLE_DOWN_WAIT_GATEUP = 2 };
+
+/* The watchdog's host-visible record (cudaHostAlloc mapped). flag != 0 once filled. */
+typedef struct {
+    volatile int flag;
+    int role;          /* MOK_ROLE_* */
+    int block;         /* blockIdx.x of the waiter */
+    int tile;          /* the ticket (task) that waited */
+    int counter;       /* index of the counter (the M tile) */
+    int expected, seen;
+    long long waited_ns;
+} MokError;
+
+typedef struct {
+    bf16_t *xr;                  /* (R_max, C) dispatched rows, owner order                    */
+    bf16_t *h;                   /* (R_max, I)                                                 */
+    bf16_t *pre_gate, *pre_up;   /* (R_max, I) or NULL (not stored)                            */
+    const bf16_t *w_gate, *w_up; /* (El, C, I)                                                 */
+    const bf16_t *w_down;        /* (El, I, C)                                                 */
+    char *const *peer_base;      /* (ep) device array: each EP rank's window base (local one too) */
+    size_t x_off, y_off;         /* byte offsets of the x rows and the combine slots in a window */
+    const int *row_slot_all;     /* (ep * N * k) */
+    const int *expert_offset_all;/* (E + 1)     */
+    const int *mt_start;         /* (El + 1)    */
+    const int *total_mt;         /* (1)         */
+    unsigned *arrive, *gu_done;  /* (mt_max) counters */
+    unsigned *ticket;            /* (1) */
+    MokError *err;               /* device pointer of the mapped record */
+    long long budget_ns;
+    int e0, El, NK, k, C, I;     /* NK = N * k: slots per rank */
+    int mt_max;                  /* counters' length */
+    int n_comm;
+    int skip_dispatch;           /* debug: the dispatch blocks do nothing (the watchdog test) */
+    int dispatch_only;           /* benchmark: the compute blocks do nothing (dispatch bandwidth) */
+    int tile;                    /* MOK_TILE_SIMPLE or MOK_TILE_PIPE */
+} MokFwdParams;
+
+/* Upper bound of the M tiles of any routing: ceil(R_max / MOK_TILE_M) + El. */
+int mok_mt_max(long R_max, int El);
+
+/* mt_start (El + 1), *total_mt from expert_offset_all (E + 1). One tiny launch. */
+void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El, cudaStream_t stream);
+
+/* p[i] = i for i < n (the combine's identity slot map: mok's combine slots are in (token, j) order). */
+void mok_iota(int *p, long n, cudaStream_t stream);
+
+/* Blocks of the persistent kernel that fit on one SM at once (at most 4): the grid is this times
+ * the SM count, so every block is resident (the spin-waits rely on it). */
+int mok_blocks_per_sm(int tile);
+
+/* Zeroes the counters, then launches the persistent kernel on `grid` blocks. */
+void mok_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream);
+
+/* Symmetric memory for the EP group: `bytes` per rank. comm == NULL (ep == 1): a plain cudaMalloc
+ * buffer. Otherwise ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) +
+ * ncclDevCommCreate, and a device table of every EP rank's window base via ncclGetLsaPointer
+ * (requires the whole EP group in one LSA (NVLink) team). Collective over comm. Returns ncclSuccess
+ * or the failing NCCL code (*msg says which step); CUDA errors stop the job. */
+typedef struct MokSymm MokSymm;
+ncclResult_t mok_symm_create(MokSymm **out, ncclComm_t comm, int ep, size_t bytes, const char **msg);
+void *mok_symm_local(const MokSymm *s);
+char *const *mok_symm_peer_table(const MokSymm *s); /* device array (ep) */
+void mok_symm_destroy(MokSymm *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,272 @@
+/*
+ * The MoK megakernel, forward: the schedule kernel and the persistent kernel (protocol in mok.h).
+ */
+#include "mok.h"
+#include "tile_mma.cuh"
+
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+static_assert(MOK_TILE_M == MOK_BM && MOK_TILE_N == MOK_BN && MOK_BLOCK_THREADS == MOK_THREADS, "tile constants");
+
+/* ------------------------------------------------------------------------------------------------
+ * Schedule
+ * ---------------------------------------------------------------------------------------------- */
+
+__global__ void mok_schedule_kernel(int *mt_start, int *total_mt, const int *eo, int e0, int El) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    int mt = 0;
+    for (int el = 0; el < El; el++) {
+        mt_start[el] = mt;
+        const int cnt = eo[e0 + el + 1] - eo[e0 + el];
+        mt += (cnt + MOK_BM - 1) / MOK_BM;
+    }
+    mt_start[El] = mt;
+    *total_mt = mt;
+}
+
+extern "C" int mok_mt_max(long R_max, int El) { return (int)((R_max + MOK_BM - 1) / MOK_BM) + El; }
+
+extern "C" void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El,
+                             cudaStream_t stream) {
+    mok_schedule_kernel<<<1, 32, 0, stream>>>(mt_start, total_mt, expert_offset_all, e0, El);
+    cudaCheckLaunch();
+}
+
+__global__ void mok_iota_kernel(int *p, long n) {
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) p[i] = (int)i;
+}
+
+extern "C" void mok_iota(int *p, long n, cudaStream_t stream) {
+    if (n <= 0) return;
+    const long blocks = (n + 255) / 256;
+    mok_iota_kernel<<<(int)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(p, n);
+    cudaCheckLaunch();
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Counters and the watchdog
+ * ---------------------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ unsigned mok_ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void mok_red_release(unsigned *p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ long long mok_globaltimer() {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Thread 0 only: waits until *ctr >= expected (acquire). On budget expiry the first block to
+ * expire (claim through ticket[1], device memory) fills the host-mapped record and traps; the
+ * others keep waiting for the trap. */
+__device__ __noinline__ void mok_wait(MokError *err, unsigned *claim, long long budget_ns, const unsigned *ctr,
+                                      unsigned expected, int role, int tile, int idx) {
+    unsigned seen = mok_ld_acquire(ctr);
+    if (seen >= expected) return;
+    const long long t0 = mok_globaltimer();
+    unsigned ns = 32;
+    bool expired = false;
+    while ((seen = mok_ld_acquire(ctr)) < expected) {
+        __nanosleep(ns);
+        if (ns < 2048) ns *= 2;
+        const long long dt = mok_globaltimer() - t0;
+        if (!expired && dt > budget_ns) {
+            expired = true;
+            if (atomicCAS(claim, 0u, 1u) == 0u) {
+                MokError *e = err;
+                e->role = role;
+                e->block = (int)blockIdx.x;
+                e->tile = tile;
+                e->counter = idx;
+                e->expected = (int)expected;
+                e->seen = (int)seen;
+                e->waited_ns = dt;
+                __threadfence_system();
+                e->flag = 1;
+                __threadfence_system();
+                asm volatile("trap;");
+            }
+        }
+    }
+}
+
+/* The local expert, first local row and valid rows of M tile mt. */
+__device__ __forceinline__ void mok_tile_rows(const MokFwdParams &p, int mt, int &el, int &r0, int &nrows) {
+    int lo = 0, hi = p.El - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (p.mt_start[mid] <= mt) lo = mid;
+        else hi = mid - 1;
+    }
+    el = lo;
+    const int *eo = p.expert_offset_all + p.e0;
+    const int in = mt - p.mt_start[el], cnt = eo[el + 1] - eo[el];
+    r0 = eo[el] - eo[0] + in * MOK_BM;
+    nrows = min(MOK_BM, cnt - in * MOK_BM);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The roles
+ * ---------------------------------------------------------------------------------------------- */
+
+__device__ void mok_dispatch(const MokFwdParams &p, int MT) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C8 = p.C / 8;
+    const int base = p.expert_offset_all[p.e0];
+    for (int mt = blockIdx.x; mt < MT; mt += p.n_comm) {
+        int el, r0, nrows;
+        mok_tile_rows(p, mt, el, r0, nrows);
+        for (int r = warp; r < nrows; r += MOK_THREADS / 32) {
+            const int lr = r0 + r, g = p.row_slot_all[base + lr];
+            const int src = g / p.NK, tok = (g - src * p.NK) / p.k;
+            const int4 *s = reinterpret_cast<const int4 *>(p.peer_base[src] + p.x_off + (size_t)tok * p.C * 2);
+            int4 *d = reinterpret_cast<int4 *>(p.xr + (size_t)lr * p.C);
+            int c = lane;
+            for (; c + 96 < C8; c += 128) {
+                const int4 v0 = s[c], v1 = s[c + 32], v2 = s[c + 64], v3 = s[c + 96];
+                d[c] = v0;
+                d[c + 32] = v1;
+                d[c + 64] = v2;
+                d[c + 96] = v3;
+            }
+            for (; c < C8; c += 32) d[c] = s[c];
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            mok_red_release(p.arrive + mt, 1u);
+        }
+    }
+}
+
+__device__ __forceinline__ float mok_silu_mul(float g, float u) { return g * (1.0f / (1.0f + expf(-g))) * u; }
+
+template <int PIPE, class Smem>
+__device__ void mok_gateup_task(const MokFwdParams &p, Smem &sm, int t, int nI) {
+    const int mt = t / nI, nt = t - mt * nI;
+    if (threadIdx.x == 0)
+        mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + mt, 1u, MOK_ROLE_GATEUP_WAIT_DISPATCH, t, mt);
+    __syncthreads();
+    int el, r0, nrows;
+    mok_tile_rows(p, mt, el, r0, nrows);
+    const size_t CI = (size_t)p.C * p.I;
+    const __nv_bfloat16 *A = reinterpret_cast<const __nv_bfloat16 *>(p.xr) + (size_t)r0 * p.C;
+    const __nv_bfloat16 *const B[2] = {reinterpret_cast<const __nv_bfloat16 *>(p.w_gate) + el * CI,
+                                       reinterpret_cast<const __nv_bfloat16 *>(p.w_up) + el * CI};
+    const int n0 = nt * MOK_BN;
+    float acc[2][2][4][4];
+    if constexpr (PIPE) mok_tile_mma_pipe<2>(acc, sm, A, p.C, nrows, B, p.I, n0, p.C);
+    else mok_tile_mma<2>(acc, sm, A, p.C, nrows, B, p.I, n0, p.C);
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                int row, col;
+                mok_tile_coord(mi, ni, 2 * half, row, col);
+                if (row >= nrows) continue;
+                const __nv_bfloat162 pg = __floats2bfloat162_rn(acc[0][mi][ni][2 * half], acc[0][mi][ni][2 * half + 1]);
+                const __nv_bfloat162 pu = __floats2bfloat162_rn(acc[1][mi][ni][2 * half], acc[1][mi][ni][2 * half + 1]);
+                const __nv_bfloat162 hv =
+                    __floats2bfloat162_rn(mok_silu_mul(__low2float(pg), __low2float(pu)),
+                                          mok_silu_mul(__high2float(pg), __high2float(pu)));
+                const size_t off = (size_t)(r0 + row) * p.I + n0 + col;
+                *reinterpret_cast<__nv_bfloat162 *>(p.h + off) = hv;
+                if (p.pre_gate) {
+                    *reinterpret_cast<__nv_bfloat162 *>(p.pre_gate + off) = pg;
+                    *reinterpret_cast<__nv_bfloat162 *>(p.pre_up + off) = pu;
+                }
+            }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        mok_red_release(p.gu_done + mt, 1u);
+    }
+}
+
+template <int PIPE, class Smem>
+__device__ void mok_down_task(const MokFwdParams &p, Smem &sm, int t, int tdown, int nI, int nC) {
+    const int mt = tdown / nC, nt = tdown - mt * nC;
+    if (threadIdx.x == 0)
+        mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + mt, (unsigned)nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, mt);
+    __syncthreads();
+    int el, r0, nrows;
+    mok_tile_rows(p, mt, el, r0, nrows);
+    const size_t CI = (size_t)p.C * p.I;
+    const __nv_bfloat16 *A = reinterpret_cast<const __nv_bfloat16 *>(p.h) + (size_t)r0 * p.I;
+    const __nv_bfloat16 *const B[1] = {reinterpret_cast<const __nv_bfloat16 *>(p.w_down) + el * CI};
+    const int n0 = nt * MOK_BN;
+    float acc[1][2][4][4];
+    if constexpr (PIPE) mok_tile_mma_pipe<1>(acc, sm, A, p.I, nrows, B, p.C, n0, p.I);
+    else mok_tile_mma<1>(acc, sm, A, p.I, nrows, B, p.C, n0, p.I);
+    const int base = p.expert_offset_all[p.e0];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            int row, col;
+            mok_tile_coord(mi, 0, 2 * half, row, col);
+            if (row >= nrows) continue;
+            const int g = p.row_slot_all[base + r0 + row];
+            const int src = g / p.NK, slot = g - src * p.NK;
+            __nv_bfloat16 *dst =
+                reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + p.y_off) + (size_t)slot * p.C + n0;
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                mok_tile_coord(mi, ni, 2 * half, row, col);
+                *reinterpret_cast<__nv_bfloat162 *>(dst + col) =
+                    __floats2bfloat162_rn(acc[0][mi][ni][2 * half], acc[0][mi][ni][2 * half + 1]);
+            }
+        }
+}
+
+template <int PIPE>
+__global__ void __launch_bounds__(MOK_THREADS) mok_forward_kernel(const MokFwdParams p) {
+    using Smem2 = typename std::conditional<PIPE != 0, MokTileSmemPipe<2>, MokTileSmem<2>>::type;
+    using Smem1 = typename std::conditional<PIPE != 0, MokTileSmemPipe<1>, MokTileSmem<1>>::type;
+    __shared__ Smem2 sm;
+    __shared__ int s_ticket;
+    const int MT = *p.total_mt;
+    if ((int)blockIdx.x < p.n_comm) {
+        if (!p.skip_dispatch) mok_dispatch(p, MT);
+        return;
+    }
+    if (p.dispatch_only) return;
+    const int nI = p.I / MOK_BN, nC = p.C / MOK_BN;
+    const long n_gu = (long)MT * nI, total = (long)MT * (nI + nC);
+    for (;;) {
+        if (threadIdx.x == 0) s_ticket = (int)atomicAdd(p.ticket, 1u);
+        __syncthreads();
+        const int t = s_ticket;
+        __syncthreads();
+        if (t >= total) break;
+        if (t < n_gu) mok_gateup_task<PIPE>(p, sm, t, nI);
+        else mok_down_task<PIPE>(p, *reinterpret_cast<Smem1 *>(&sm), t, (int)(t - n_gu), nI, nC);
+    }
+}
+
+extern "C" int mok_blocks_per_sm(int tile) {
+    int n = 0;
+    if (tile == MOK_TILE_PIPE)
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mok_forward_kernel<1>, MOK_THREADS, 0));
+    else cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mok_forward_kernel<0>, MOK_THREADS, 0));
+    return n < 1 ? 1 : (n > 4 ? 4 : n);
+}
+
+extern "C" void mok_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream) {
+    cudaCheck(cudaMemsetAsync(p->arrive, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p->gu_done, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p->ticket, 0, 2 * sizeof(unsigned), stream));
+    if (p->tile == MOK_TILE_PIPE) mok_forward_kernel<1><<<grid, MOK_THREADS, 0, stream>>>(*p);
+    else mok_forward_kernel<0><<<grid, MOK_THREADS, 0, stream>>>(*p);
+    cudaCheckLaunch();
+}

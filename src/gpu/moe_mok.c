@@ -1,0 +1,402 @@
+/*
+ * The MoE layer through the MoK megakernel, forward (design in moe_mok.h, protocol in
+ * kernels/mok/mok.h): buffers, symmetric memory, and the launches in stream order.
+ */
+#include "gpu/moe_mok.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/cast.h"
+#include "../../kernels/moe_combine.h"
+#include "../../kernels/moe_plan.h"
+#include "../../kernels/moe_route.h"
+#include "../../kernels/swiglu.h"
+#include "common.h"
+#include "gpu/check.h"
+#include "gpu/gemm.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * Buffers (one table drives the byte count and the allocation)
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    void **ptr;
+    size_t bytes;
+} MokBuf;
+
+enum { MOK_MAX_BUFS = 48 };
+
+typedef struct {
+    MokBuf b[MOK_MAX_BUFS];
+    int n;
+} MokBufList;
+
+static void add(MokBufList *l, void *ptr, size_t bytes) {
+    if (l->n >= MOK_MAX_BUFS) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: too many buffers (internal)");
+    l->b[l->n].ptr = (void **)ptr;
+    l->b[l->n].bytes = bytes;
+    l->n++;
+}
+
+static long mok_r_max(const MoeGpuDims *d, int N) {
+    const int El = d->E / d->ep;
+    return (long)d->ep * N * (d->k < El ? d->k : El);
+}
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static size_t window_bytes(const MoeGpuDims *d, int N_max, size_t *x_off, size_t *y_off) {
+    const size_t xb = align256((size_t)N_max * d->C * 2), yb = align256((size_t)N_max * d->k * d->C * 2);
+    if (x_off) *x_off = 0;
+    if (y_off) *y_off = xb;
+    return xb + yb;
+}
+
+static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
+    const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
+    const size_t SI = (size_t)d->n_shared * I, R = (size_t)mok_r_max(d, N), ep = (size_t)d->ep;
+    const size_t El = E / ep, mt = (size_t)mok_mt_max((long)R, (int)El);
+    memset(l, 0, sizeof *l);
+    add(l, &m->logits, T * E * 4);
+    add(l, &m->scores, T * E * 4);
+    add(l, &m->gates, T * k * 4);
+    add(l, &m->topk, T * k * 4);
+    add(l, &m->fail, 4);
+    add(l, &m->chunk_counts, (size_t)gpu_moe_plan_chunks((long)T * k) * E * 4);
+    add(l, &m->slot_rank, T * k * 4);
+    add(l, &m->counts, E * 4);
+    add(l, &m->expert_offset, (E + 1) * 4);
+    add(l, &m->slot_iota, T * k * 4);
+    add(l, &m->stat_counts, E * 8);
+    add(l, &m->pnorm, T * 8);
+    add(l, &m->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
+    add(l, &m->psum, E * 8);
+    add(l, &m->aux, 8);
+    add(l, &m->topk_all, ep > 1 ? ep * T * k * 4 : 0);
+    add(l, &m->chunk_counts_all, (size_t)gpu_moe_plan_chunks((long)(ep * T * k)) * E * 4);
+    add(l, &m->slot_rank_all, ep * T * k * 4);
+    add(l, &m->slot_row_all, ep * T * k * 4);
+    add(l, &m->row_slot_all, ep * T * k * 4);
+    add(l, &m->counts_all, E * 4);
+    add(l, &m->eo_all, (E + 1) * 4);
+    add(l, &m->stat_all, E * 8);
+    add(l, &m->mt_start, (El + 1) * 4);
+    add(l, &m->total_mt, 4);
+    add(l, &m->arrive, mt * 4);
+    add(l, &m->gu_done, mt * 4);
+    add(l, &m->ticket, 2 * 4);
+    add(l, &m->barrier, 4);
+    add(l, &m->xr, R * C * 2);
+    add(l, &m->h, R * I * 2);
+    add(l, &m->pre_gate, R * I * 2);
+    add(l, &m->pre_up, R * I * 2);
+    add(l, &m->s_gate, T * SI * 2);
+    add(l, &m->s_up, T * SI * 2);
+    add(l, &m->s_h, T * SI * 2);
+}
+
+static void check_shape(const MoeGpuDims *d, int N_max, const char *who) {
+    moe_gpu_dims_check(d, N_max, who);
+    if (d->C % 64 != 0 || d->I % 64 != 0)
+        mokc_die(MOKC_EXIT_USAGE,
+                 "use moe_impl \"unfused\" for this shape, or hidden and expert sizes that are multiples of 64",
+                 "%s: the megakernel's GEMM tile needs C %% 64 == 0 and I %% 64 == 0 (C = %d, I = %d)", who, d->C,
+                 d->I);
+}
+
+int moe_mok_supported(const MoeGpuDims *d) { return d->C % 64 == 0 && d->I % 64 == 0; }
+
+size_t moe_mok_bytes(const MoeGpuDims *d, int N_max) {
+    check_shape(d, N_max, "moe_mok_bytes");
+    MoeMok m;
+    MokBufList l;
+    layout(&l, &m, d, N_max);
+    size_t s = window_bytes(d, N_max, NULL, NULL);
+    for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
+    return s;
+}
+
+static void report_watchdog(void *arg);
+
+void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks) {
+    check_shape(d, N_max, "moe_mok_create");
+    memset(m, 0, sizeof *m);
+    m->d = *d;
+    m->N_max = N_max;
+    m->El = d->E / d->ep;
+    m->R_max = mok_r_max(d, N_max);
+    m->mt_max = mok_mt_max(m->R_max, m->El);
+    m->N = -1;
+    if (comms) m->comms = *comms;
+    mokc_gpu_set_failure_report(report_watchdog, m);
+    if (d->ep > 1) {
+        int n = 0, r = -1;
+        if (!m->comms.ep)
+            mokc_die(MOKC_EXIT_RUNTIME, "create the NCCL EP communicator (gpu_comms_init) before the MoE layer",
+                     "moe_mok_create: ep = %d but no EP communicator", d->ep);
+        ncclCheck(ncclCommCount(m->comms.ep, &n));
+        ncclCheck(ncclCommUserRank(m->comms.ep, &r));
+        if (n != d->ep || r != d->ep_rank)
+            mokc_die(MOKC_EXIT_RUNTIME, "the EP communicator must hold the ep ranks of one group, ordered by ep_rank",
+                     "moe_mok_create: ep = %d, ep_rank = %d but the EP communicator has %d ranks and this rank is %d",
+                     d->ep, d->ep_rank, n, r);
+    } else {
+        m->comms.ep = NULL;
+    }
+    m->stats_ranks = 1;
+    if (m->comms.stats) ncclCheck(ncclCommCount(m->comms.stats, &m->stats_ranks));
+
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, dev));
+    const char *tenv = getenv("MOKC_MOK_TILE");
+    m->tile = tenv && !strcmp(tenv, "pipe") ? MOK_TILE_PIPE : MOK_TILE_SIMPLE;
+    m->grid = m->sms * mok_blocks_per_sm(m->tile);
+    int nc = n_comm_blocks > 0 ? n_comm_blocks : m->grid / 8;
+    if (nc < 1) nc = 1;
+    if (nc >= m->grid)
+        mokc_die(MOKC_EXIT_USAGE, "use fewer communication blocks than the GPU has SMs",
+                 "moe_mok_create: %d communication blocks but only %d SMs", nc, m->grid);
+    m->n_comm = nc;
+
+    m->budget_s = 10.0;
+    const char *env = getenv("MOKC_MOK_WATCHDOG_S");
+    if (env && atof(env) > 0) m->budget_s = atof(env);
+    env = getenv("MOKC_MOK_SKIP_DISPATCH");
+    if (env && env[0] && atoi(env) == d->ep_rank) {
+        m->skip_dispatch = 1;
+        fprintf(stderr, "moe_mok: MOKC_MOK_SKIP_DISPATCH=%s: ep_rank %d skips its dispatch (watchdog test)\n", env,
+                d->ep_rank);
+    }
+
+    MokBufList l;
+    layout(&l, m, d, N_max);
+    for (int i = 0; i < l.n; i++) {
+        *l.b[i].ptr = NULL;
+        if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
+    }
+    const size_t wb = window_bytes(d, N_max, &m->x_off, &m->y_off);
+    const char *msg = NULL;
+    const ncclResult_t rc = mok_symm_create(&m->symm, m->comms.ep, d->ep, wb, &msg);
+    if (rc != ncclSuccess)
+        mokc_die(MOKC_EXIT_RUNTIME,
+                 "the megakernel needs NCCL >= 2.28 symmetric windows on one NVLink domain; use moe_impl \"unfused\"",
+                 "moe_mok_create: %s failed (%s)", msg ? msg : "symmetric memory", ncclGetErrorString(rc));
+    m->win_x = (bf16_t *)((char *)mok_symm_local(m->symm) + m->x_off);
+    m->win_y = (bf16_t *)((char *)mok_symm_local(m->symm) + m->y_off);
+    cublasCheck(cublasCreate(&m->blas));
+    cudaCheck(cudaHostAlloc((void **)&m->err_host, sizeof(MokError), cudaHostAllocMapped));
+    memset((void *)m->err_host, 0, sizeof(MokError));
+    cudaCheck(cudaHostGetDevicePointer((void **)&m->err_dev, m->err_host, 0));
+    cudaCheck(cudaMallocHost((void **)&m->pin, sizeof(int)));
+    cudaCheck(cudaMallocHost((void **)&m->pin_aux, sizeof(double)));
+    mok_iota(m->slot_iota, (long)N_max * d->k, 0);
+    cudaCheck(cudaMemset(m->barrier, 0, sizeof(float)));
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+void moe_mok_destroy(MoeMok *m) {
+    mokc_gpu_set_failure_report(NULL, NULL);
+    MokBufList l;
+    layout(&l, m, &m->d, m->N_max);
+    for (int i = 0; i < l.n; i++)
+        if (*l.b[i].ptr) cudaCheck(cudaFree(*l.b[i].ptr));
+    if (m->symm) mok_symm_destroy(m->symm);
+    if (m->blas) cublasCheck(cublasDestroy(m->blas));
+    if (m->err_host) cudaCheck(cudaFreeHost(m->err_host));
+    if (m->pin) cudaCheck(cudaFreeHost(m->pin));
+    if (m->pin_aux) cudaCheck(cudaFreeHost(m->pin_aux));
+    memset(m, 0, sizeof *m);
+}
+
+void moe_mok_set_tile(MoeMok *m, int tile) {
+    m->tile = tile == MOK_TILE_PIPE ? MOK_TILE_PIPE : MOK_TILE_SIMPLE;
+    m->grid = m->sms * mok_blocks_per_sm(m->tile);
+    if (m->n_comm >= m->grid) m->n_comm = m->grid - 1;
+}
+
+void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
+    if (budget_s > 0) m->budget_s = budget_s;
+    m->skip_dispatch = skip_dispatch;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Forward
+ * ---------------------------------------------------------------------------------------------- */
+
+void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt,
+                     const float *expert_bias, int N, cudaStream_t stream) {
+    const MoeGpuDims *d = &m->d;
+    if (N < 0 || N > m->N_max)
+        mokc_die(MOKC_EXIT_RUNTIME, "size the MoE buffers for the largest micro-batch",
+                 "moe_mok_forward: %d tokens but the buffers hold %d", N, m->N_max);
+    const int C = d->C, E = d->E, k = d->k, SI = d->n_shared * d->I, ep = d->ep, El = m->El;
+    const long nslots = (long)N * k, nslots_all = (long)ep * nslots;
+    cublasCheck(cublasSetStream(m->blas, stream));
+
+    /* 1. x rows into the window; routing; this rank's counts; the aux statistic */
+    if (x_bf16) {
+        if (N > 0)
+            cudaCheck(cudaMemcpyAsync(m->win_x, x_bf16, (size_t)N * C * sizeof(bf16_t), cudaMemcpyDeviceToDevice,
+                                      stream));
+    } else {
+        gpu_cast_f32_to_bf16(m->win_x, x, (long)N * C, stream);
+    }
+    x_bf16 = m->win_x;
+    gemm_rm(m->blas, 0, 0, N, E, C, x, GEMM_F32, wt->router, GEMM_F32, m->logits, GEMM_F32, 1.0f, 0.0f);
+    cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
+    gpu_moe_route(m->scores, m->topk, m->gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,
+                  d->norm_topk, d->scaling, stream);
+    gpu_moe_plan_count(m->chunk_counts, m->slot_rank, m->topk, nslots, E, stream);
+    gpu_moe_plan_scan(m->chunk_counts, m->counts, m->stat_counts, m->expert_offset, nslots, E, stream);
+    const int chunks = gpu_moe_aux_chunks(N);
+    gpu_moe_aux_partial(m->aux_partial, m->scores, m->pnorm, N, E, stream);
+    gpu_moe_aux_psum(m->psum, m->aux_partial, chunks, E, stream);
+    if (m->comms.stats && m->stats_ranks > 1) {
+        ncclCheck(ncclGroupStart());
+        ncclCheck(ncclAllReduce(m->stat_counts, m->stat_counts, (size_t)E, ncclInt64, ncclSum, m->comms.stats, stream));
+        ncclCheck(ncclAllReduce(m->psum, m->psum, (size_t)E, ncclFloat64, ncclSum, m->comms.stats, stream));
+        ncclCheck(ncclGroupEnd());
+    }
+    gpu_moe_aux_loss(m->aux, m->psum, m->stat_counts, E, k, (double)N * m->stats_ranks, stream);
+
+    /* 2. the EP group's top-k ids (and the ordering point for the x windows) */
+    const int *topk_all = m->topk;
+    if (ep > 1) {
+        ncclCheck(ncclAllGather(m->topk, m->topk_all, (size_t)nslots, ncclInt32, m->comms.ep, stream));
+        topk_all = m->topk_all;
+    }
+
+    /* 3. schedule: the plan over every source's slots, then M tiles per local expert */
+    gpu_moe_plan_count(m->chunk_counts_all, m->slot_rank_all, topk_all, nslots_all, E, stream);
+    gpu_moe_plan_scan(m->chunk_counts_all, m->counts_all, m->stat_all, m->eo_all, nslots_all, E, stream);
+    gpu_moe_plan_place(m->slot_row_all, m->row_slot_all, topk_all, m->slot_rank_all, m->chunk_counts_all, m->eo_all,
+                       nslots_all, E, stream);
+    mok_schedule(m->mt_start, m->total_mt, m->eo_all, d->ep_rank * El, El, stream);
+
+    /* 4. the persistent kernel */
+    MokFwdParams p;
+    memset(&p, 0, sizeof p);
+    p.xr = m->xr;
+    p.h = m->h;
+    p.pre_gate = m->pre_gate;
+    p.pre_up = m->pre_up;
+    p.w_gate = wt->w_gate;
+    p.w_up = wt->w_up;
+    p.w_down = wt->w_down;
+    p.peer_base = mok_symm_peer_table(m->symm);
+    p.x_off = m->x_off;
+    p.y_off = m->y_off;
+    p.row_slot_all = m->row_slot_all;
+    p.expert_offset_all = m->eo_all;
+    p.mt_start = m->mt_start;
+    p.total_mt = m->total_mt;
+    p.arrive = m->arrive;
+    p.gu_done = m->gu_done;
+    p.ticket = m->ticket;
+    p.err = m->err_dev;
+    p.budget_ns = (long long)(m->budget_s * 1e9);
+    p.e0 = d->ep_rank * El;
+    p.El = El;
+    p.NK = (int)nslots;
+    p.k = k;
+    p.C = C;
+    p.I = d->I;
+    p.mt_max = m->mt_max;
+    p.n_comm = m->n_comm;
+    p.skip_dispatch = m->skip_dispatch;
+    p.tile = m->tile;
+    m->last = p;
+    mok_forward_launch(&p, m->grid, stream);
+
+    /* 5. every push has landed */
+    if (ep > 1) ncclCheck(ncclAllReduce(m->barrier, m->barrier, 1, ncclFloat32, ncclSum, m->comms.ep, stream));
+
+    /* 6. shared experts, combine */
+    if (SI > 0 && N > 0) {
+        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_gate, GEMM_BF16, m->s_gate, GEMM_BF16, 1.0f,
+                0.0f);
+        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_up, GEMM_BF16, m->s_up, GEMM_BF16, 1.0f, 0.0f);
+        gpu_swiglu_forward(m->s_h, m->s_gate, m->s_up, (long)N * SI, stream);
+        gemm_rm(m->blas, 0, 0, N, C, SI, m->s_h, GEMM_BF16, wt->shared_down, GEMM_BF16, y, GEMM_F32, 1.0f, 0.0f);
+    }
+    gpu_moe_combine(y, m->win_y, m->gates, m->slot_iota, N, k, C, SI > 0, stream);
+    m->N = N;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Errors and results on the host
+ * ---------------------------------------------------------------------------------------------- */
+
+static const char *role_name(int role) {
+    switch (role) {
+    case MOK_ROLE_GATEUP_WAIT_DISPATCH: return "gate/up tile waiting for its rows (dispatch arrival counter)";
+    case MOK_ROLE_DOWN_WAIT_GATEUP: return "down tile waiting for its gate/up tiles (gate/up-done counter)";
+    default: return "unknown";
+    }
+}
+
+int moe_mok_error_string(const MoeMok *m, char *buf, size_t len) {
+    const volatile MokError *e = m->err_host;
+    if (!e || !e->flag) {
+        snprintf(buf, len, "no watchdog record");
+        return 0;
+    }
+    snprintf(buf, len,
+             "mok watchdog: ep_rank %d block %d role %d (%s) task %d counter[%d] expected %d seen %d after %.3f s "
+             "(budget %.3f s)",
+             m->d.ep_rank, e->block, e->role, role_name(e->role), e->tile, e->counter, e->expected, e->seen,
+             e->waited_ns * 1e-9, m->budget_s);
+    return 1;
+}
+
+/* Registered with the GPU checks: a watchdog trap surfaces as a failure of whatever GPU call comes
+ * next (often cuBLAS), which then prints the record before stopping. */
+static void report_watchdog(void *arg) {
+    char msg[512];
+    if (moe_mok_error_string(arg, msg, sizeof msg)) fprintf(stderr, "%s\n", msg);
+}
+
+void moe_mok_sync(MoeMok *m, cudaStream_t stream) {
+    const cudaError_t err = cudaStreamSynchronize(stream);
+    if (err != cudaSuccess) {
+        char msg[512];
+        const int have = moe_mok_error_string(m, msg, sizeof msg);
+        fprintf(stderr, "%s\n", msg);
+        fflush(stderr);
+        mokc_die(MOKC_EXIT_RUNTIME,
+                 have ? "a counter of the megakernel stalled: a peer did not dispatch or a tile never finished"
+                      : NULL,
+                 "moe_mok: the forward failed: %s%s", cudaGetErrorString(err), have ? " (watchdog fired)" : "");
+    }
+    cudaCheck(cudaMemcpy(m->pin, m->fail, sizeof(int), cudaMemcpyDeviceToHost));
+    if (m->pin[0])
+        mokc_die(MOKC_EXIT_RUNTIME, "the router weights, the input or expert_bias contain NaN; lower the learning rate",
+                 "moe_mok_forward: top-%d selection found no candidate (non-finite router scores)", m->d.k);
+}
+
+double moe_mok_aux_loss(MoeMok *m, cudaStream_t stream) {
+    moe_mok_sync(m, stream);
+    cudaCheck(cudaMemcpy(m->pin_aux, m->aux, sizeof(double), cudaMemcpyDeviceToHost));
+    return m->pin_aux[0];
+}
+
+void moe_mok_dispatch_only(MoeMok *m, cudaStream_t stream) {
+    if (m->N < 0) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok_dispatch_only: no forward before (internal)");
+    MokFwdParams p = m->last;
+    p.dispatch_only = 1;
+    p.skip_dispatch = 0;
+    mok_forward_launch(&p, m->grid, stream);
+}
+
+long moe_mok_rows_in(MoeMok *m, cudaStream_t stream) {
+    moe_mok_sync(m, stream);
+    if (m->N < 0) return 0;
+    const int e0 = m->d.ep_rank * m->El;
+    int eo[2];
+    cudaCheck(cudaMemcpy(&eo[0], m->eo_all + e0, sizeof(int), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&eo[1], m->eo_all + e0 + m->El, sizeof(int), cudaMemcpyDeviceToHost));
+    return (long)eo[1] - eo[0];
+}

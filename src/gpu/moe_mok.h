@@ -1,0 +1,122 @@
+/*
+ * The MoE layer through the MoK megakernel (`"moe_impl": "mok"`, issue 7), forward. Same function
+ * and contract as moe_unfused_forward (y overwritten, fp32), but no host synchronisation inside
+ * the step (CUDA-graph capturable), and dispatch + expert GEMMs + the push of expert outputs run
+ * in ONE persistent kernel (kernels/mok/mok.h has the protocol). In order on one stream:
+ *   1. x (bf16) into this rank's symmetric window (x region); router GEMM (fp32 cuBLAS), scores,
+ *      top-k, gates (kernels/moe_route.h); this rank's counts (kernels/moe_plan.h) and the aux
+ *      statistic over comms.stats, as the unfused layer;
+ *   2. ncclAllGather of the (N, k) top-k ids over the EP group (ep > 1). It also orders: when it
+ *      completes, every peer's x rows are in its window;
+ *   3. schedule on the GPU: the dispatch plan over all ep * N * k gathered slots in (source rank,
+ *      token, j) order = the unfused owner-side row order, then M tiles per local expert;
+ *   4. the persistent kernel: dispatch blocks pull rows from the peers' windows, compute blocks run
+ *      gate/up (+ SwiGLU) and down tiles and push each output row into its source rank's combine
+ *      slot (token * k + j) in the source's window;
+ *   5. ep > 1: a 1-element ncclAllReduce over the EP group as a barrier (every push has landed);
+ *   6. shared experts (cuBLAS, as the unfused layer), then the fixed-order combine
+ *      (kernels/moe_combine.h) from the window's combine slots.
+ * Symmetric memory: one window per rank on comms.ep, N_max*C*2 + N_max*k*C*2 bytes (x rows, then
+ * combine slots), allocated once (ep == 1: plain device memory).
+ * Watchdog: every spin-wait in the kernel is bounded (budget: MOKC_MOK_WATCHDOG_S seconds, default
+ * 10, or moe_mok_set_debug); on expiry the kernel fills a host-mapped record and traps;
+ * moe_mok_sync prints the record and exits non-zero. Debug: MOKC_MOK_SKIP_DISPATCH=<ep_rank> makes
+ * that rank's dispatch blocks do nothing (the watchdog test).
+ * GEMM tile: MOK_TILE_SIMPLE (plain shared-memory loads, the default) or MOK_TILE_PIPE (cp.async
+ * double buffering + ldmatrix; env MOKC_MOK_TILE=pipe or moe_mok_set_tile); same bits.
+ * Requirements: C % 64 == 0 and I % 64 == 0 (the GEMM tile; M is masked, any token count).
+ * Determinism: bitwise reproducible for a fixed shape, GPU and rank count, independent of the
+ * number of communication blocks and of the tile variant (each output element is computed by one
+ * tile with a fixed K order; no floating-point atomics).
+ * Memory (besides cuBLAS's workspace): moe_mok_bytes; the owner-side buffers (xr, h, pre_gate,
+ * pre_up) are sized for R_max = ep * N_max * min(k, E_local) rows: dropless, never overflowing.
+ */
+#ifndef MOKC_GPU_MOE_MOK_H
+#define MOKC_GPU_MOE_MOK_H
+
+#include <cublas_v2.h>
+#include <nccl.h>
+#include <stddef.h>
+
+#include "../../kernels/common.h"
+#include "../../kernels/mok/mok.h"
+#include "gpu/moe_unfused.h"
+
+typedef struct {
+    MoeGpuDims d;
+    int N_max, El, mt_max;
+    long R_max;
+    MoeGpuComms comms;
+    int stats_ranks;
+    cublasHandle_t blas;
+    int grid, n_comm;           /* persistent grid (SMs x resident blocks per SM) and its dispatch blocks */
+    double budget_s;            /* watchdog budget per spin-wait */
+    int skip_dispatch;          /* debug */
+    int tile;                   /* MOK_TILE_SIMPLE (default) or MOK_TILE_PIPE (env MOKC_MOK_TILE=pipe) */
+    int sms;
+    MokSymm *symm;
+    size_t x_off, y_off;        /* in the window */
+    bf16_t *win_x, *win_y;      /* local pointers into the window */
+    /* routing, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
+    float *logits, *scores, *gates;
+    int *topk, *fail, *chunk_counts, *slot_rank, *counts, *expert_offset, *slot_iota;
+    long long *stat_counts;
+    double *pnorm, *aux_partial, *psum, *aux;
+    /* the EP group's slots, schedule, counters */
+    int *topk_all, *chunk_counts_all, *slot_rank_all, *slot_row_all, *row_slot_all, *counts_all, *eo_all;
+    long long *stat_all;
+    int *mt_start, *total_mt;
+    unsigned *arrive, *gu_done, *ticket;
+    float *barrier;
+    /* owner-side activations (the unfused layout: rows by local expert, (source, token, j) order) */
+    bf16_t *xr, *h, *pre_gate, *pre_up;
+    bf16_t *s_gate, *s_up, *s_h;
+    /* host */
+    MokError *err_host, *err_dev;
+    int *pin;                   /* fail flag */
+    double *pin_aux;
+    int N;                      /* tokens of the last forward, -1 before */
+    MokFwdParams last;          /* the last forward's kernel parameters (moe_mok_dispatch_only) */
+} MoeMok;
+
+/* 1 if the megakernel handles the shape (C % 64 == 0 and I % 64 == 0). */
+int moe_mok_supported(const MoeGpuDims *d);
+
+/* Device bytes of the layer (window included), for the memory plan. */
+size_t moe_mok_bytes(const MoeGpuDims *d, int N_max);
+
+/* Collective over comms->ep when ep > 1 (every EP rank creates together). n_comm_blocks <= 0:
+ * the default (an eighth of the persistent grid). Dies with a message on unsupported shapes. */
+void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks);
+void moe_mok_destroy(MoeMok *m);
+
+/* Selects the GEMM tile variant (MOK_TILE_*) and resizes the persistent grid to match. */
+void moe_mok_set_tile(MoeMok *m, int tile);
+
+/* Watchdog budget (seconds) and the skip-dispatch debug switch (this rank). */
+void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);
+
+/* y (N, C) fp32 = MoE(x), overwritten; x (N, C) fp32 for the router, x_bf16 the same rounded or
+ * NULL; expert_bias (E) or NULL. Every EP rank calls it together with the same N. No host
+ * synchronisation. After it: m->topk, m->gates, m->counts, m->stat_counts, m->aux (device). */
+void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt,
+                     const float *expert_bias, int N, cudaStream_t stream);
+
+/* Synchronises the stream; on a kernel error prints the watchdog record (if any) and exits
+ * non-zero; dies as the unfused layer on non-finite router scores. */
+void moe_mok_sync(MoeMok *m, cudaStream_t stream);
+
+/* moe_mok_sync, then the last forward's unweighted aux loss. */
+double moe_mok_aux_loss(MoeMok *m, cudaStream_t stream);
+
+/* Benchmark: relaunches the last forward's persistent kernel with idle compute blocks (the
+ * dispatch alone: rows pulled into xr, nothing else written). Requires a forward before. */
+void moe_mok_dispatch_only(MoeMok *m, cudaStream_t stream);
+
+/* Synchronises; rows this owner received in the last forward (local ones included). */
+long moe_mok_rows_in(MoeMok *m, cudaStream_t stream);
+
+/* Formats the watchdog record into buf; returns 1 if the kernel filled it. */
+int moe_mok_error_string(const MoeMok *m, char *buf, size_t len);
+
+#endif
