@@ -29,10 +29,10 @@ check --config configs/bench/kimi-k2-like.json --tokens 96 --skew \
       --set model.hidden_size=128 --set moe.moe_intermediate_size=64 --set moe.n_shared_experts=1
 
 check --config configs/bench/qwen3-30b-a3b-like.json --tokens 1000 --skew --impl mok   # mok, skewed, H=2048
-echo "== (mok, pipelined GEMM tile) MOKC_MOK_TILE=pipe mokc bench moe --check --impl mok"
+echo "== (mok, the simple reference GEMM tile) MOKC_MOK_TILE=simple mokc bench moe --check --impl mok"
 for args in "--config configs/tiny.json --tokens 300" "--config configs/bench/qwen3-30b-a3b-like.json --tokens 512"; do
   # shellcheck disable=SC2086
-  timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE=pipe ./mokc bench moe --check --impl mok $args \
+  timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE=simple ./mokc bench moe --check --impl mok $args \
     | grep "mok\|ep check:" || fail=$((fail + 1))
 done
 
@@ -52,7 +52,7 @@ fi
 echo "== timing (short): mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2"
 timeout 600 mpirun -np "$np" ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 \
   || fail=$((fail + 1))
-for tile in pipe; do   # the simple tile with the default comm blocks is in the timing above
+for tile in pipe; do   # the default tile; the simple one is the correctness reference above
   for cb in 16 66 132; do
     echo "== mok timing: MOKC_MOK_TILE=$tile --comm-blocks $cb"
     timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE="$tile" ./mokc bench moe --impl mok --comm-blocks "$cb" \

@@ -152,7 +152,9 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, dev));
     const char *tenv = getenv("MOKC_MOK_TILE");
-    m->tile = tenv && !strcmp(tenv, "pipe") ? MOK_TILE_PIPE : MOK_TILE_SIMPLE;
+    /* The pipelined tile is 2.5x faster (3.64 vs 8.95 ms at E=128 H=2048 I=768, EP2) and gives the
+     * same bits; the simple one stays as the reference (MOKC_MOK_TILE=simple). */
+    m->tile = tenv && !strcmp(tenv, "simple") ? MOK_TILE_SIMPLE : MOK_TILE_PIPE;
     m->grid = m->sms * mok_blocks_per_sm(m->tile);
     int nc = n_comm_blocks > 0 ? n_comm_blocks : m->grid / 8;
     if (nc < 1) nc = 1;

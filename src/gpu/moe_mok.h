@@ -22,8 +22,8 @@
  * 10, or moe_mok_set_debug); on expiry the kernel fills a host-mapped record and traps;
  * moe_mok_sync prints the record and exits non-zero. Debug: MOKC_MOK_SKIP_DISPATCH=<ep_rank> makes
  * that rank's dispatch blocks do nothing (the watchdog test).
- * GEMM tile: MOK_TILE_SIMPLE (plain shared-memory loads, the default) or MOK_TILE_PIPE (cp.async
- * double buffering + ldmatrix; env MOKC_MOK_TILE=pipe or moe_mok_set_tile); same bits.
+ * GEMM tile: MOK_TILE_PIPE (cp.async double buffering + ldmatrix, the default) or MOK_TILE_SIMPLE
+ * (plain shared-memory loads, the reference: env MOKC_MOK_TILE=simple or moe_mok_set_tile); same bits.
  * Requirements: C % 64 == 0 and I % 64 == 0 (the GEMM tile; M is masked, any token count).
  * Determinism: bitwise reproducible for a fixed shape, GPU and rank count, independent of the
  * number of communication blocks and of the tile variant (each output element is computed by one
@@ -52,7 +52,7 @@ typedef struct {
     int grid, n_comm;           /* persistent grid (SMs x resident blocks per SM) and its dispatch blocks */
     double budget_s;            /* watchdog budget per spin-wait */
     int skip_dispatch;          /* debug */
-    int tile;                   /* MOK_TILE_SIMPLE (default) or MOK_TILE_PIPE (env MOKC_MOK_TILE=pipe) */
+    int tile;                   /* MOK_TILE_PIPE (default) or MOK_TILE_SIMPLE (env MOKC_MOK_TILE=simple) */
     int sms;
     MokSymm *symm;
     size_t x_off, y_off;        /* in the window */
