@@ -115,7 +115,8 @@ static void choose_backend(Trainer *tr) {
     }
     if (tr->use_gpu)
         tr->backend_note = tr->cfg.moe_impl == MOE_IMPL_MOK && tr->cfg.moe.num_experts > 0
-                               ? "MoE layers: unfused (moe_impl \"mok\" needs the megakernel, not built yet)"
+                               ? "MoE layers: unfused (moe_impl \"mok\": the megakernel has no backward yet, "
+                                 "so training runs the unfused layer)"
                                : "MoE layers: unfused";
     else
         tr->backend_note = b == BACKEND_AUTO ? "no GPU visible" : "as the spec asks";
