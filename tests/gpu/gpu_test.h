@@ -26,6 +26,18 @@ static inline int gpu_test_begin(void) {
     return 1;
 }
 
+/* A seeded stream of random numbers (splitmix64) for the GPU tests' inputs. */
+static uint64_t gpu_test_rng_state;
+static inline void gpu_rng_seed(uint64_t seed) { gpu_test_rng_state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
+static inline uint64_t gpu_rng_next(void) {
+    uint64_t z = (gpu_test_rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* Uniform in [-a, a). */
+static inline float gpu_rsym(float a) { return a * (float)(2.0 * ((double)(gpu_rng_next() >> 11) * 0x1.0p-53) - 1.0); }
+
 /* Round-to-nearest-even float -> bf16 bits, and back (exact). */
 static inline bf16_t host_to_bf16(float f) {
     uint32_t u;

@@ -28,17 +28,6 @@
 #define F32_TOL 1e-5
 #define MARGIN 1e-5
 
-/* ---------- RNG (splitmix64) ---------- */
-static uint64_t rng_state;
-static void rng_seed(uint64_t seed) { rng_state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-/* uniform in [-a, a) */
-static float rsym(float a) { return a * (float)(2.0 * ((double)(rng_next() >> 11) * 0x1.0p-53) - 1.0); }
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
@@ -52,7 +41,7 @@ static float bf16_round(float f) { return host_from_bf16(host_to_bf16(f)); }
 /* n random values in [-a, a), rounded to bf16 when round. */
 static float *rand_array(long n, float a, int round) {
     float *x = xcalloc((size_t)n, sizeof(float));
-    for (long i = 0; i < n; i++) x[i] = round ? bf16_round(rsym(a)) : rsym(a);
+    for (long i = 0; i < n; i++) x[i] = round ? bf16_round(gpu_rsym(a)) : gpu_rsym(a);
     return x;
 }
 static bf16_t *to_bf16_array(const float *x, long n) {
@@ -126,7 +115,7 @@ static int token_has_margin(const float *s, const float *bias, int E, int k, dou
 static int case_init(Case *t, const Shape *s) {
     memset(t, 0, sizeof *t);
     t->s = *s;
-    rng_seed(s->seed);
+    gpu_rng_seed(s->seed);
     const int N = s->N, C = s->C, E = s->E, I = s->I;
     t->d = (MoeDims){.C = C, .E = E, .k = s->k, .I = I, .n_shared = s->S, .sigmoid = s->sigmoid,
                      .norm_topk = s->norm_topk, .scaling = s->scaling, .ep = 1, .ep_rank = 0, .comm = NULL};
@@ -140,7 +129,7 @@ static int case_init(Case *t, const Shape *s) {
     if (s->bias_mode != BIAS_NONE) {
         t->bias = xcalloc((size_t)E, sizeof(float));
         if (s->bias_mode == BIAS_RANDOM)
-            for (int e = 0; e < E; e++) t->bias[e] = rsym(0.05f);
+            for (int e = 0; e < E; e++) t->bias[e] = gpu_rsym(0.05f);
         if (s->bias_mode == BIAS_SKEW2) {
             t->bias[3 % E] = 100.0f;
             t->bias[5 % E] = 50.0f;
@@ -162,7 +151,7 @@ static int case_init(Case *t, const Shape *s) {
         for (int n = 0; n < N; n++) {
             if (token_has_margin(a.scores + (long)n * E, t->bias, E, s->k, v)) continue;
             ok = 0;
-            for (int c = 0; c < C; c++) t->x[(long)n * C + c] = bf16_round(rsym(1.0f));
+            for (int c = 0; c < C; c++) t->x[(long)n * C + c] = bf16_round(gpu_rsym(1.0f));
         }
     }
     moe_acts_free(&a);

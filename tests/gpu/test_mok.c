@@ -26,27 +26,17 @@
 
 #define BF16_TOL 1e-2
 
-/* ---------- RNG (splitmix64) ---------- */
-static uint64_t rng_state;
-static void rng_seed(uint64_t seed) { rng_state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
-static uint64_t rng_next(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rsym(float a) { return a * (float)(2.0 * ((double)(rng_next() >> 11) * 0x1.0p-53) - 1.0); }
 
 static void *up_f32(long n, float a) {
     float *h = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (long i = 0; i < n; i++) h[i] = rsym(a);
+    for (long i = 0; i < n; i++) h[i] = gpu_rsym(a);
     void *d = gpu_upload(h, (size_t)(n > 0 ? n : 1) * sizeof(float));
     free(h);
     return d;
 }
 static void *up_bf16(long n, float a) {
     bf16_t *h = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof(bf16_t));
-    for (long i = 0; i < n; i++) h[i] = host_to_bf16(rsym(a));
+    for (long i = 0; i < n; i++) h[i] = host_to_bf16(gpu_rsym(a));
     void *d = gpu_upload(h, (size_t)(n > 0 ? n : 1) * sizeof(bf16_t));
     free(h);
     return d;
@@ -68,7 +58,7 @@ typedef struct {
 } Problem;
 
 static void problem_create(Problem *P, const Shape *s) {
-    rng_seed(s->seed);
+    gpu_rng_seed(s->seed);
     memset(P, 0, sizeof *P);
     MoeGpuDims d = {.C = s->C, .E = s->E, .k = s->k, .I = s->I, .n_shared = s->S, .sigmoid = s->sigmoid,
                     .norm_topk = 1, .scaling = s->sigmoid ? 2.5 : 1.0, .ep = 1, .ep_rank = 0};
