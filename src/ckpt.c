@@ -133,14 +133,20 @@ static int list_checkpoints(const char *dir, DirEntry **out) {
     return n;
 }
 
-static int clean(const char *dir, int keep, int fault_step) {
+/* Removes interrupted writes and all but the newest `keep` complete checkpoints; never the one
+ * just written at step `saved` (-1: none), whatever other checkpoints the directory holds. */
+static int clean(const char *dir, int keep, int saved) {
     DirEntry *list;
     int n = list_checkpoints(dir, &list), kept = 0, removed = 0;
     char path[CKPT_PATH_MAX];
     for (int i = 0; i < n; i++) {
-        if (list[i].complete && (keep <= 0 || kept++ < keep)) continue;
+        int mine = list[i].complete && list[i].step == saved;
+        if (list[i].complete && (mine || keep <= 0 || kept < keep)) {
+            kept++;
+            continue;
+        }
         snprintf(path, sizeof path, "%s/%s", dir, list[i].name);
-        if (remove_checkpoint_dir(path, list[i].complete ? fault_step : -1) != 0)
+        if (remove_checkpoint_dir(path, list[i].complete ? saved : -1) != 0)
             mokc_warn("cannot remove the old checkpoint directory '%s': %s; delete it by hand", path, strerror(errno));
         else removed++;
         if (!list[i].complete) printf("checkpoint: removed '%s', left by an interrupted write\n", path);

@@ -193,6 +193,15 @@ static void checkpoint_resume(Trainer *tr) {
         fail_all(tr, MOKC_EXIT_USAGE, "resume from another checkpoint (checkpoint.resume = its step_NNNNNNNN "
                  "directory, or \"auto\" for the newest complete one), or start fresh with checkpoint.resume = \"\"",
                  err);
+    /* Resuming an older checkpoint of checkpoint.dir while newer ones sit there replays the run from
+     * that point: the newer ones are replaced as the run reaches their steps (equal ones, if nothing
+     * else changed). Until then they outrank this run's own, so say so. */
+    char newest[CKPT_PATH_MAX];
+    int newest_step = cc->dir[0] ? ckpt_find_latest(cc->dir, newest, sizeof newest) : -1;
+    if (newest_step > st.step && tr->dist.rank == 0)
+        mokc_warn("checkpoint.resume: '%s' is step %d but checkpoint.dir '%s' already holds the newer %s; this run "
+                  "replaces checkpoints as it reaches their steps, and until then resume = \"auto\" picks the newer "
+                  "ones: write a changed run to another checkpoint.dir", path, st.step, cc->dir, newest);
     tr->step = tr->saved_step = st.step;
     tr->tokens_seen = st.tokens_seen;
     loader_seek(&tr->train_loader, st.loader_position);

@@ -510,6 +510,21 @@ static void keep_prunes_old_checkpoints(void) {
     CHECK_STR_CONTAINS(out, "already holds checkpoints");
 }
 
+/* Resuming an older checkpoint of a directory that holds newer ones warns that those outrank it,
+ * and a save never prunes the checkpoint it just wrote (here keep = 1 with a newer one present). */
+static void older_resume_into_same_dir(void) {
+    Setup s = make_setup(256);
+    char *dir = fmt("%s/ck", s.dir), out[65536];
+    if (!train_ok(&s, "", fmt("--set train.steps=6 --set checkpoint.dir=%s --set checkpoint.every=2 --set "
+                              "checkpoint.keep=2", dir)))
+        return;
+    int rc = train(&s, "", fmt("--set train.steps=5 --set checkpoint.dir=%s --set checkpoint.every=1 --set "
+                               "checkpoint.keep=1 --set checkpoint.resume=%s/step_00000004", dir, dir), out, sizeof out);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_STR_CONTAINS(out, "already holds the newer");
+    CHECK_MSG(file_exists(fmt("%s/step_00000005/DONE", dir)), "the checkpoint just written was pruned: %s", out);
+}
+
 /* ---------- several ranks ---------- */
 
 /* dp = 2: resume equivalence on two ranks (a state file per rank), and a layout mismatch. */
@@ -597,7 +612,7 @@ TEST_SUITE(ckpt,
     TEST_CASE(kill9_at_random_moments),
     TEST_CASE(mismatched_model_refused),
     TEST_CASE(damaged_checkpoints_refused),
-    TEST_CASE(keep_prunes_old_checkpoints),
+    TEST_CASE(keep_prunes_old_checkpoints), TEST_CASE(older_resume_into_same_dir),
     TEST_CASE(mpi_dp2_resume_and_layout),
     TEST_CASE(mpi_ep2_model_file_and_resume),
 );
