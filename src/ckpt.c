@@ -24,17 +24,6 @@
 #define MODEL_FILE "model.h5"
 #define DONE_FILE "DONE"
 
-/* All ranks learn whether any rank failed; the lowest failing rank's message becomes everyone's.
- * Doubles as the barrier between the writer's turns. */
-static int agree(const Dist *d, int failed, char *err, size_t errlen) {
-    if (d->world == 1) return failed;
-    int first = failed ? d->rank : d->world;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == d->world) return 0;
-    mpiCheck(MPI_Bcast(err, (int)errlen, MPI_CHAR, first, MPI_COMM_WORLD));
-    return 1;
-}
-
 /* The test hook of ckpt.h: dies exactly like kill -9 would, at a chosen point of one checkpoint. */
 static void fault_point(const char *point, int step) {
     const char *want = getenv("MOKC_CKPT_FAULT");
@@ -510,7 +499,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
         }
     }
     if (d->world > 1) mpiCheck(MPI_Bcast(tmpdir, (int)sizeof tmpdir, MPI_CHAR, 0, MPI_COMM_WORLD));
-    if (agree(d, failed, err, errlen)) goto out;
+    if (dist_agree(d, failed, err, errlen)) goto out;
     fault_point("dir", s->step);
 
     /* Every rank's own state file, all at once (different files). */
@@ -519,7 +508,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
     failed = state_write(s, tmpfile, err, errlen);
     int rc = failed ? 0 : h5io_commit(tmpfile, file);
     if (rc) failed = mokc_fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
-    if (agree(d, failed, err, errlen)) goto out;
+    if (dist_agree(d, failed, err, errlen)) goto out;
     fault_point("state", s->step);
 
     /* The model file, in turns: rank 0 creates it, then the other EP owners add their experts. */
@@ -529,11 +518,11 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
         failed = 0;
         if (d->dp_rank == 0 && d->ep_rank == turn)
             failed = turn == 0 ? model_create(s, tmpfile, err, errlen) : model_add_experts(s, tmpfile, err, errlen);
-        if (agree(d, failed, err, errlen)) goto out;
+        if (dist_agree(d, failed, err, errlen)) goto out;
     }
     rc = d->rank == 0 ? h5io_commit(tmpfile, file) : 0;
     if (rc) failed = mokc_fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
-    if (agree(d, failed, err, errlen)) goto out;
+    if (dist_agree(d, failed, err, errlen)) goto out;
     fault_point("model", s->step);
 
     /* DONE, then the directory goes into place and old checkpoints go. */
@@ -561,7 +550,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
         }
     }
     free(sizes);
-    failed = agree(d, failed, err, errlen);
+    failed = dist_agree(d, failed, err, errlen);
 out:
     if (failed && d->rank == 0 && is_dir(tmpdir)) remove_checkpoint_dir(tmpdir, -1);
     h5io_quiet_end(&quiet);
@@ -876,5 +865,5 @@ int ckpt_load(CkptState *s, const char *path, char *err, size_t errlen) {
         failed = load_model(s, path, done, err, errlen) || load_state(s, path, done, err, errlen);
     free(done);
     h5io_quiet_end(&quiet);
-    return agree(s->dist, failed, err, errlen) ? MOKC_EXIT_USAGE : 0;
+    return dist_agree(s->dist, failed, err, errlen) ? MOKC_EXIT_USAGE : 0;
 }

@@ -452,6 +452,12 @@ static void check_consistency(const Checker *k) {
         if (sound(k, "parallel.ep") && c->parallel.ep != 1)
             add_error(err, "parallel.ep: %d needs experts to shard, but moe.num_experts is 0; use ep = 1",
                       c->parallel.ep);
+        if (sound(k, "moe.moe_intermediate_size") && e->moe_intermediate_size != 0)
+            add_error(err, "moe.moe_intermediate_size: set to %d but moe.num_experts is 0; add experts or remove it",
+                      e->moe_intermediate_size);
+        if (sound(k, "moe.n_shared_experts") && e->n_shared_experts != 0)
+            add_error(err, "moe.n_shared_experts: set to %d but moe.num_experts is 0 (a dense model has no shared "
+                      "experts); add routed experts or remove it", e->n_shared_experts);
     }
     if (sound(k, "train.seq_len model.max_seq_len") && c->train.seq_len > m->max_seq_len)
         add_error(err, "train.seq_len: %d exceeds model.max_seq_len = %d; lower seq_len or raise max_seq_len",

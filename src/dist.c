@@ -80,6 +80,15 @@ void dist_print_layout(const Dist *d, int num_experts) {
     if (d->world > n) printf("  ... (%d more ranks)\n", d->world - n);
 }
 
+int dist_agree(const Dist *d, int failed, char *err, size_t errlen) {
+    if (d->world == 1) return failed;
+    int first = failed ? d->rank : d->world;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == d->world) return 0;
+    mpiCheck(MPI_Bcast(err, (int)errlen, MPI_CHAR, first, MPI_COMM_WORLD));
+    return 1;
+}
+
 void dist_finalize(Dist *d) {
     if (d->ep_comm != MPI_COMM_NULL) mpiCheck(MPI_Comm_free(&d->ep_comm));
     if (d->dp_comm != MPI_COMM_NULL) mpiCheck(MPI_Comm_free(&d->dp_comm));

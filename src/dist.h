@@ -29,6 +29,9 @@ void dist_init(Dist *dist, int *argc, char ***argv);
 bool dist_make_groups(Dist *dist, int ep, char *msg, size_t msglen);
 /* Rank 0 prints the layout: world, dp, ep, hosts and which experts live on which rank. */
 void dist_print_layout(const Dist *dist, int num_experts);
+/* All ranks learn whether any rank failed; the lowest failing rank's message (err) becomes
+ * everyone's. Returns non-zero if any failed. A collective: every rank calls it. */
+int dist_agree(const Dist *dist, int failed, char *err, size_t errlen);
 void dist_finalize(Dist *dist);
 /* Checks an MPI call's return code: on failure prints the call, file:line, the rank and a hint,
  * then stops the job (MPI_COMM_WORLD returns errors instead of aborting inside MPI). */

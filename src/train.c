@@ -88,6 +88,7 @@ static void parse_args(int argc, char **argv, const char *help, const char **spe
 
 /* Errors every rank detects the same way: rank 0 prints, all exit with the same code. */
 static void fail_all(Trainer *tr, int code, const char *hint, const char *msg) {
+    fflush(stdout);
     if (tr->dist.rank == 0) {
         fprintf(stderr, "mokc: error: %s\n", msg);
         if (hint) fprintf(stderr, "---> HINT: %s\n", hint);
@@ -105,14 +106,6 @@ static void choose_backend(Trainer *tr) {
         fail_all(tr, MOKC_EXIT_USAGE, "run on a machine with an NVIDIA GPU, or set \"backend\": \"cpu\"",
                  "backend: \"cuda\" but no GPU is visible to this process");
     tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && gpus > 0);
-    /* NCCL needs one GPU per rank; sharing one would fail later with a cryptic message. */
-    if (tr->use_gpu && tr->dist.local_size > gpus) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%d ranks on host %s but only %d GPU(s) visible: the CUDA backend runs one rank "
-                 "per GPU", tr->dist.local_size, tr->dist.host, gpus);
-        fail_all(tr, MOKC_EXIT_USAGE, "start at most one rank per GPU (mpirun -np <GPUs>), or set \"backend\": \"cpu\"",
-                 msg);
-    }
     if (tr->use_gpu)
         tr->backend_note = tr->cfg.moe_impl == MOE_IMPL_MOK && tr->cfg.moe.num_experts > 0
                                ? "MoE layers: unfused (moe_impl \"mok\": the megakernel has no backward yet, "
@@ -128,21 +121,53 @@ static void choose_backend(Trainer *tr) {
 #endif
 }
 
+/* Every rank opens its data; a problem on any rank (one rank's file can differ) stops all of them
+ * with the first failing rank's message, printed once. */
+#ifdef MOKC_CUDA
+/* NCCL needs one GPU per rank. Ranks may see every GPU of their host or only their own
+ * (--gpus-per-task=1), so compare what they picked: (host, device UUID) must be unique. */
+static void check_one_rank_per_gpu(Trainer *tr, int device) {
+    typedef struct {
+        char host[64];
+        unsigned char uuid[16];
+    } Where;
+    Where mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.host, sizeof mine.host, "%.63s", tr->dist.host);
+    gpu_device_uuid(device, mine.uuid);
+    Where *all = callocCheck((size_t)tr->dist.world, sizeof(Where));
+    mpiCheck(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
+    for (int i = 0; i < tr->dist.world; i++)
+        for (int j = i + 1; j < tr->dist.world; j++)
+            if (memcmp(&all[i], &all[j], sizeof(Where)) == 0) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "ranks %d and %d on host %.64s would share one GPU: the CUDA backend runs "
+                         "one rank per GPU", i, j, all[i].host);
+                free(all);
+                fail_all(tr, MOKC_EXIT_USAGE, "start at most one rank per GPU (mpirun -np <GPUs>, or srun "
+                         "--gpus-per-task=1), or set \"backend\": \"cpu\"", msg);
+            }
+    free(all);
+}
+#endif
+
 static void open_data(Trainer *tr) {
     const MokcConfig *c = &tr->cfg;
-    char err[2048];
+    char err[2048], msg[2200];
     if (!c->data.train[0])
         fail_all(tr, MOKC_EXIT_USAGE, "make one with `mokc prepare --text FILE --out DATA.h5` (or `make data`)",
                  "data.train: `mokc train` needs a token file; the spec sets none");
+    int failed = 0;
     if (data_open(&tr->train_set, c->data.train, c->model.vocab_size, err, sizeof err) ||
         loader_init(&tr->train_loader, &tr->train_set, c->train.seq_len, c->train.micro_batch,
                     (uint64_t)c->train.seed, tr->dist.rank, tr->dist.world, err, sizeof err))
-        mokc_die(MOKC_EXIT_USAGE, NULL, "data.train: %s", err);
-    if (c->data.val[0] &&
-        (data_open(&tr->val_set, c->data.val, c->model.vocab_size, err, sizeof err) ||
-         loader_init(&tr->val_loader, &tr->val_set, c->train.seq_len, c->train.micro_batch, DATA_VAL_SEED,
-                     tr->dist.rank, tr->dist.world, err, sizeof err)))
-        mokc_die(MOKC_EXIT_USAGE, NULL, "data.val: %s", err);
+        failed = 1, snprintf(msg, sizeof msg, "data.train (rank %d): %s", tr->dist.rank, err);
+    else if (c->data.val[0] &&
+             (data_open(&tr->val_set, c->data.val, c->model.vocab_size, err, sizeof err) ||
+              loader_init(&tr->val_loader, &tr->val_set, c->train.seq_len, c->train.micro_batch, DATA_VAL_SEED,
+                          tr->dist.rank, tr->dist.world, err, sizeof err)))
+        failed = 1, snprintf(msg, sizeof msg, "data.val (rank %d): %s", tr->dist.rank, err);
+    if (dist_agree(&tr->dist, failed, msg, sizeof msg)) fail_all(tr, MOKC_EXIT_USAGE, NULL, msg);
 }
 
 static void print_model_summary(const Trainer *tr) {
@@ -280,6 +305,7 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
 #ifdef MOKC_CUDA
     if (tr->use_gpu) {
         int dev = gpu_select_device(tr->dist.local_rank);
+        check_one_rank_per_gpu(tr, dev);
         gpu_describe(dev, tr->gpu_name, sizeof tr->gpu_name);
         gpu_comms_init(&tr->comms, &tr->dist);
         tr->gpu = gpu_model_create(&tr->dims, &tr->table, &c->train, &tr->dist, &tr->comms, c->train.micro_batch,
@@ -386,7 +412,11 @@ static void average_gradients(Trainer *tr) {
         const ParamInfo *p = &tr->table.items[i];
         MPI_Comm comm = p->kind == PARAM_EXPERT ? d->dp_comm : MPI_COMM_WORLD;
         float *g = tr->grads + p->offset;
-        if (p->kind != PARAM_EXPERT || d->dp > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g, (int)p->numel, MPI_FLOAT, MPI_SUM, comm));
+        /* MPI counts are ints: large tensors go in pieces. */
+        for (size_t done = 0; (p->kind != PARAM_EXPERT || d->dp > 1) && done < p->numel; done += (1u << 30)) {
+            size_t part = p->numel - done < (1u << 30) ? p->numel - done : (1u << 30);
+            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g + done, (int)part, MPI_FLOAT, MPI_SUM, comm));
+        }
         for (size_t j = 0; j < p->numel; j++) g[j] /= (float)d->world;
     }
 }
@@ -465,6 +495,16 @@ static double micro_step(Trainer *tr, int last, double *aux) {
     return loss;
 }
 
+/* A gradient that overflowed would write NaN into every weight (and into the next checkpoint).
+ * The norm is the same on every rank, so all stop together, before the update. */
+static void check_finite_norm(Trainer *tr, double norm) {
+    if (isfinite(norm)) return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the gradient norm is %g at step %d: the weights were not updated", norm, tr->step + 1);
+    fail_all(tr, MOKC_EXIT_RUNTIME, "lower train.lr, keep train.grad_clip on, or resume from the last checkpoint "
+             "with a smaller learning rate", msg);
+}
+
 /* Gradients averaged over the ranks, clipped, one AdamW step: returns the gradient norm. */
 static double optimizer_step(Trainer *tr, double lr) {
     const TrainConfig *t = &tr->cfg.train;
@@ -472,12 +512,14 @@ static double optimizer_step(Trainer *tr, double lr) {
 #ifdef MOKC_CUDA
     if (tr->use_gpu) {
         norm = gpu_model_grad_norm(tr->gpu);
+        check_finite_norm(tr, norm);
         gpu_model_adamw(tr->gpu, lr, t->grad_clip > 0 && norm > t->grad_clip ? t->grad_clip / norm : 1.0, tr->step + 1);
         return norm;
     }
 #endif
     average_gradients(tr);
     norm = global_grad_norm(tr);
+    check_finite_norm(tr, norm);
     double scale = t->grad_clip > 0 && norm > t->grad_clip ? t->grad_clip / norm : 1.0;
     adamw_step(tr->params, tr->grads, tr->adam_m, tr->adam_v, &tr->table, t, lr, scale, tr->step + 1);
     return norm;
@@ -573,6 +615,8 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
 }
 
 int cmd_train(int argc, char **argv, const char *help) {
+    /* One progress line at a time in batch logs, never an error spliced into a half-written line. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     Trainer tr;
     memset(&tr, 0, sizeof tr);
     setup(&tr, argc, argv, help);

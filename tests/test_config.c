@@ -440,6 +440,10 @@ static void inconsistent_shapes(void) {
     /* dense layers without intermediate_size: a dense model, or first_k_dense_replace > 0 */
     EXPECT_ERROR("{'model':{" MOE_MODEL "}," TRAIN_MIN "}", "model.intermediate_size", "no experts", 1);
     EXPECT_ERROR(MOE_SPEC(",'first_k_dense_replace':1", "", ""), "model.intermediate_size", "first_k_dense_replace", 1);
+    /* expert widths on a dense model */
+    EXPECT_ERROR(DENSE_SPEC("", "", ",'moe':{'moe_intermediate_size':64}"), "moe.moe_intermediate_size",
+                 "moe.num_experts is 0", 1);
+    EXPECT_ERROR(DENSE_SPEC("", "", ",'moe':{'n_shared_experts':1}"), "moe.n_shared_experts", "moe.num_experts is 0", 1);
     /* ep > 1 without experts */
     EXPECT_ERROR(DENSE_SPEC("", "", ",'parallel':{'ep':2}"), "parallel.ep", "use ep = 1", 1);
 }

@@ -2,6 +2,7 @@
 #include "gpu/device.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "gpu/check.h"
 
@@ -28,6 +29,12 @@ void gpu_describe(int device, char *buf, int len) {
     cudaDriverGetVersion(&driver);
     snprintf(buf, (size_t)len, "%s, %d SMs, %.1f GiB, sm_%d%d, driver API %d.%d", p.name, p.multiProcessorCount,
              (double)p.totalGlobalMem / (1 << 30), p.major, p.minor, driver / 1000, (driver % 1000) / 10);
+}
+
+void gpu_device_uuid(int device, unsigned char uuid[16]) {
+    struct cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, device));
+    memcpy(uuid, p.uuid.bytes, 16);
 }
 
 int gpu_sm_count(int device) {
