@@ -88,6 +88,13 @@ static int is_moe(const GpuModel *g, int l) { return model_layer_is_moe(g->d, l)
 
 #define PLAN(name, cls, count, type, ptr) memory_plan_add(&g->plan, name, cls, (size_t)(count) * sizeof(type), (void **)(ptr))
 
+/* The MoE layer's shape as the unfused layer takes it. */
+static MoeGpuDims moe_gpu_dims(const ModelDims *d) {
+    MoeGpuDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
+                     .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
+    return md;
+}
+
 static void plan_layer(GpuModel *g, int l) {
     const ModelDims *d = g->d;
     LayerActs *a = &g->layers[l];
@@ -154,8 +161,7 @@ static void plan_model(GpuModel *g) {
     size_t attn_bytes = attention_workspace_bytes(g->B, g->T, d->Hq, d->Hkv, d->D);
     memory_plan_add(&g->plan, "attention", MEM_WORKSPACE, attn_bytes, &g->attn_mem);
     if (g->has_moe) {
-        MoeGpuDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
-                         .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
+        MoeGpuDims md = moe_gpu_dims(d);
         size_t per_layer = moe_unfused_acts_bytes(&md, g->N);
         memory_plan_note(&g->plan, MEM_ACTIVATIONS, per_layer * (size_t)(d->L - d->first_dense));
         memory_plan_note(&g->plan, MEM_WORKSPACE, moe_unfused_work_bytes(&md, g->N));
@@ -164,8 +170,7 @@ static void plan_model(GpuModel *g) {
 
 static void create_moe(GpuModel *g) {
     const ModelDims *d = g->d;
-    MoeGpuDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
-                     .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
+    MoeGpuDims md = moe_gpu_dims(d);
     MoeGpuComms mc = {.ep = g->comms->ep, .stats = g->comms->world};
     g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
     for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
