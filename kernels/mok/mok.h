@@ -8,10 +8,11 @@
  * expert_offset_all (E + 1) and row_slot_all (ep * N * k); this rank's local experts
  * [e0, e0 + El) own rows [expert_offset_all[e0], expert_offset_all[e0 + El]): local row
  * lr = row - expert_offset_all[e0], exactly the unfused layer's owner-side order. mok_schedule then
- * cuts each local expert's rows into M tiles of MOK_BM (the last one partial): mt_start (El + 1)
- * and *total_mt.
+ * cuts each local expert's rows into M tiles of tile_m rows (the last one partial; 64 for the
+ * mma.sync tiles, 128 for wgmma: mok_tile_m): mt_start (El + 1) and *total_mt.
  *
- * Persistent kernel (grid = SMs x mok_blocks_per_sm(), MOK_THREADS threads, roles by block index):
+ * Persistent kernel, mma.sync tiles (grid = SMs x mok_blocks_per_sm(), MOK_THREADS threads, roles by
+ * block index; the wgmma kernel keeps the protocol with roles by warp: mok_forward_sm90.cu):
  *   blocks [0, n_comm): dispatch. M tiles mt = b, b + n_comm, ...: each row lr of the tile is
  *     pulled from its source rank p's window (x rows at x_off, 16-byte vectors) into xr; then
  *     arrive[mt] += 1 (release, GPU scope).
@@ -25,7 +26,8 @@
  *   MT = *total_mt (device memory: no host synchronisation).
  * Every spin-wait is bounded by budget_ns (globaltimer); on expiry the first block to expire fills
  * *err (host-mapped) and traps.
- * Requirements: C % 64 == 0, I % 64 == 0 (tile multiples; M is masked), 1 <= n_comm < grid.
+ * Requirements: mok_tile_supported(tile, C, I) (M is masked), 1 <= n_comm < grid (mma.sync) or
+ * <= grid (wgmma).
  * Counters (arrive, gu_done: mt_max each; ticket: 1) must be zero at launch (mok_forward_launch
  * zeroes them on the stream first). Deterministic: each output element is computed once, by one
  * tile, with a fixed K order.
@@ -33,6 +35,7 @@
 #ifndef MOKC_KERNELS_MOK_MOK_H
 #define MOKC_KERNELS_MOK_MOK_H
 
+#include <cuda.h>
 #include <nccl.h>
 #include <stddef.h>
 
@@ -42,16 +45,24 @@
 extern "C" {
 #endif
 
-#define MOK_TILE_M 64 /* == MOK_BM of tile_mma.cuh */
+#define MOK_TILE_M 64 /* == MOK_BM of tile_mma.cuh; the smallest tile_m of any tile */
 #define MOK_TILE_N 64 /* == MOK_BN */
 #define MOK_BLOCK_THREADS 128
 
-/* GEMM tile variants (kernels/mok/tile_mma.cuh), bitwise identical results: plain shared-memory
- * loads, or cp.async double buffering + ldmatrix. */
-enum { MOK_TILE_SIMPLE = 0, MOK_TILE_PIPE = 1 };
+/* GEMM tile variants. mma.sync (kernels/mok/tile_mma.cuh, any GPU; needs C % 64 == 0 and
+ * I % 64 == 0), two versions with bitwise identical results: plain shared-memory loads, or cp.async
+ * double buffering + ldmatrix. wgmma + TMA (kernels/mok/mok_forward_sm90.cu, sm_90a only; needs
+ * C % 8 == 0 and I % 8 == 0): other bits than the mma.sync tiles (another K blocking), reproducible
+ * in itself. */
+enum { MOK_TILE_SIMPLE = 0, MOK_TILE_PIPE = 1, MOK_TILE_WGMMA = 2 };
 
 /* Roles in the error record. */
-enum { MOK_ROLE_NONE = 0, MOK_ROLE_GATEUP_WAIT_DISPATCH = 1, MOK_ROLE_DOWN_WAIT_GATEUP = 2 };
+enum {
+    MOK_ROLE_NONE = 0,
+    MOK_ROLE_GATEUP_WAIT_DISPATCH = 1,
+    MOK_ROLE_DOWN_WAIT_GATEUP = 2,
+    MOK_ROLE_PIPELINE = 3 /* wgmma tile: a shared-memory pipeline barrier never completed */
+};
 
 /* The watchdog's host-visible record (cudaHostAlloc mapped). flag != 0 once filled. */
 typedef struct {
@@ -65,6 +76,9 @@ typedef struct {
 } MokError;
 
 typedef struct {
+    /* wgmma tile only (mok_forward_launch fills them): TMA maps of xr and h (2D, boxes of 64 K x
+     * 128 rows) and of the (El, K, N) weights (3D, 64 x 64 x 1 boxes), all 128-byte swizzled. */
+    CUtensorMap tm_xr, tm_h, tm_w_gate, tm_w_up, tm_w_down;
     bf16_t *xr;                  /* (R_max, C) dispatched rows, owner order                    */
     bf16_t *h;                   /* (R_max, I)                                                 */
     bf16_t *pre_gate, *pre_up;   /* (R_max, I) or NULL (not stored)                            */
@@ -82,17 +96,24 @@ typedef struct {
     long long budget_ns;
     int e0, El, NK, k, C, I;     /* NK = N * k: slots per rank */
     int mt_max;                  /* counters' length */
-    int n_comm;
+    int tile_m;                  /* rows per M tile: mok_tile_m(tile) */
+    long R_max;                  /* rows of xr and h                                           */
+    int n_comm;                  /* mma.sync: dispatch blocks; wgmma: blocks whose producer
+                                    warpgroup also dispatches (3 warps each)                  */
     int skip_dispatch;           /* debug: the dispatch blocks do nothing (the watchdog test) */
     int dispatch_only;           /* benchmark: the compute blocks do nothing (dispatch bandwidth) */
-    int tile;                    /* MOK_TILE_SIMPLE or MOK_TILE_PIPE */
+    int tile;                    /* MOK_TILE_* */
 } MokFwdParams;
 
-/* Upper bound of the M tiles of any routing: ceil(R_max / MOK_TILE_M) + El. */
+/* Upper bound of the M tiles of any routing and tile: ceil(R_max / MOK_TILE_M) + El. */
 int mok_mt_max(long R_max, int El);
 
+/* Rows per M tile of a GEMM tile variant (MOK_TILE_*). */
+int mok_tile_m(int tile);
+
 /* mt_start (El + 1), *total_mt from expert_offset_all (E + 1). One tiny launch. */
-void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El, cudaStream_t stream);
+void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El, int tile_m,
+                  cudaStream_t stream);
 
 /* p[i] = i for i < n (the combine's identity slot map: mok's combine slots are in (token, j) order). */
 void mok_iota(int *p, long n, cudaStream_t stream);
@@ -101,8 +122,18 @@ void mok_iota(int *p, long n, cudaStream_t stream);
  * the SM count, so every block is resident (the spin-waits rely on it). */
 int mok_blocks_per_sm(int tile);
 
-/* Zeroes the counters, then launches the persistent kernel on `grid` blocks. */
+/* 1 if `tile` can run shape C x I on the current device with this build (the wgmma tile needs an
+ * SM 9.0 GPU and a build for sm_90a); otherwise 0 and *why says what is missing. */
+int mok_tile_supported(int tile, int C, int I, const char **why);
+
+/* Zeroes the counters, then launches the persistent kernel on `grid` blocks (the wgmma tile first
+ * encodes its tensor maps from the pointers in *p). */
 void mok_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream);
+
+/* The wgmma tile's part of the above (mok_forward_sm90.cu). */
+int mok_sm90_blocks_per_sm(void);
+int mok_sm90_available(void);
+void mok_sm90_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream);
 
 /* Symmetric memory for the EP group: `bytes` per rank. comm == NULL (ep == 1): a plain cudaMalloc
  * buffer. Otherwise ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) +

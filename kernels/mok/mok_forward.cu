@@ -2,6 +2,7 @@
  * The MoK megakernel, forward: the schedule kernel and the persistent kernel (protocol in mok.h).
  */
 #include "mok.h"
+#include "mok_protocol.cuh"
 #include "tile_mma.cuh"
 
 #include <cuda_bf16.h>
@@ -14,23 +15,25 @@ static_assert(MOK_TILE_M == MOK_BM && MOK_TILE_N == MOK_BN && MOK_BLOCK_THREADS 
  * Schedule
  * ---------------------------------------------------------------------------------------------- */
 
-__global__ void mok_schedule_kernel(int *mt_start, int *total_mt, const int *eo, int e0, int El) {
+__global__ void mok_schedule_kernel(int *mt_start, int *total_mt, const int *eo, int e0, int El, int tile_m) {
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     int mt = 0;
     for (int el = 0; el < El; el++) {
         mt_start[el] = mt;
         const int cnt = eo[e0 + el + 1] - eo[e0 + el];
-        mt += (cnt + MOK_BM - 1) / MOK_BM;
+        mt += (cnt + tile_m - 1) / tile_m;
     }
     mt_start[El] = mt;
     *total_mt = mt;
 }
 
-extern "C" int mok_mt_max(long R_max, int El) { return (int)((R_max + MOK_BM - 1) / MOK_BM) + El; }
+extern "C" int mok_mt_max(long R_max, int El) { return (int)((R_max + MOK_TILE_M - 1) / MOK_TILE_M) + El; }
 
-extern "C" void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El,
+extern "C" int mok_tile_m(int tile) { return tile == MOK_TILE_WGMMA ? 2 * MOK_TILE_M : MOK_TILE_M; }
+
+extern "C" void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El, int tile_m,
                              cudaStream_t stream) {
-    mok_schedule_kernel<<<1, 32, 0, stream>>>(mt_start, total_mt, expert_offset_all, e0, El);
+    mok_schedule_kernel<<<1, 32, 0, stream>>>(mt_start, total_mt, expert_offset_all, e0, El, tile_m);
     cudaCheckLaunch();
 }
 
@@ -46,99 +49,16 @@ extern "C" void mok_iota(int *p, long n, cudaStream_t stream) {
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Counters and the watchdog
- * ---------------------------------------------------------------------------------------------- */
-
-__device__ __forceinline__ unsigned mok_ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void mok_red_release(unsigned *p, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ long long mok_globaltimer() {
-    long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-/* Thread 0 only: waits until *ctr >= expected (acquire). On budget expiry the first block to
- * expire (claim through ticket[1], device memory) fills the host-mapped record and traps; the
- * others keep waiting for the trap. */
-__device__ __noinline__ void mok_wait(MokError *err, unsigned *claim, long long budget_ns, const unsigned *ctr,
-                                      unsigned expected, int role, int tile, int idx) {
-    unsigned seen = mok_ld_acquire(ctr);
-    if (seen >= expected) return;
-    const long long t0 = mok_globaltimer();
-    unsigned ns = 32;
-    bool expired = false;
-    while ((seen = mok_ld_acquire(ctr)) < expected) {
-        __nanosleep(ns);
-        if (ns < 2048) ns *= 2;
-        const long long dt = mok_globaltimer() - t0;
-        if (!expired && dt > budget_ns) {
-            expired = true;
-            if (atomicCAS(claim, 0u, 1u) == 0u) {
-                MokError *e = err;
-                e->role = role;
-                e->block = (int)blockIdx.x;
-                e->tile = tile;
-                e->counter = idx;
-                e->expected = (int)expected;
-                e->seen = (int)seen;
-                e->waited_ns = dt;
-                __threadfence_system();
-                e->flag = 1;
-                __threadfence_system();
-                asm volatile("trap;");
-            }
-        }
-    }
-}
-
-/* The local expert, first local row and valid rows of M tile mt. */
-__device__ __forceinline__ void mok_tile_rows(const MokFwdParams &p, int mt, int &el, int &r0, int &nrows) {
-    int lo = 0, hi = p.El - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (p.mt_start[mid] <= mt) lo = mid;
-        else hi = mid - 1;
-    }
-    el = lo;
-    const int *eo = p.expert_offset_all + p.e0;
-    const int in = mt - p.mt_start[el], cnt = eo[el + 1] - eo[el];
-    r0 = eo[el] - eo[0] + in * MOK_BM;
-    nrows = min(MOK_BM, cnt - in * MOK_BM);
-}
-
-/* ------------------------------------------------------------------------------------------------
  * The roles
  * ---------------------------------------------------------------------------------------------- */
 
 __device__ void mok_dispatch(const MokFwdParams &p, int MT) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, C8 = p.C / 8;
+    const int warp = threadIdx.x >> 5;
     const int base = p.expert_offset_all[p.e0];
     for (int mt = blockIdx.x; mt < MT; mt += p.n_comm) {
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
-        for (int r = warp; r < nrows; r += MOK_THREADS / 32) {
-            const int lr = r0 + r, g = p.row_slot_all[base + lr];
-            const int src = g / p.NK, tok = (g - src * p.NK) / p.k;
-            const int4 *s = reinterpret_cast<const int4 *>(p.peer_base[src] + p.x_off + (size_t)tok * p.C * 2);
-            int4 *d = reinterpret_cast<int4 *>(p.xr + (size_t)lr * p.C);
-            int c = lane;
-            for (; c + 96 < C8; c += 128) {
-                const int4 v0 = s[c], v1 = s[c + 32], v2 = s[c + 64], v3 = s[c + 96];
-                d[c] = v0;
-                d[c + 32] = v1;
-                d[c + 64] = v2;
-                d[c + 96] = v3;
-            }
-            for (; c < C8; c += 32) d[c] = s[c];
-        }
+        for (int r = warp; r < nrows; r += MOK_THREADS / 32) mok_pull_row(p, base, r0 + r);
         __syncthreads();
         if (threadIdx.x == 0) {
             __threadfence();
@@ -146,8 +66,6 @@ __device__ void mok_dispatch(const MokFwdParams &p, int MT) {
         }
     }
 }
-
-__device__ __forceinline__ float mok_silu_mul(float g, float u) { return g * (1.0f / (1.0f + expf(-g))) * u; }
 
 template <int PIPE, class Smem>
 __device__ void mok_gateup_task(const MokFwdParams &p, Smem &sm, int t, int nI) {
@@ -255,6 +173,7 @@ __global__ void __launch_bounds__(MOK_THREADS) mok_forward_kernel(const MokFwdPa
 }
 
 extern "C" int mok_blocks_per_sm(int tile) {
+    if (tile == MOK_TILE_WGMMA) return mok_sm90_blocks_per_sm();
     int n = 0;
     if (tile == MOK_TILE_PIPE)
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mok_forward_kernel<1>, MOK_THREADS, 0));
@@ -262,11 +181,31 @@ extern "C" int mok_blocks_per_sm(int tile) {
     return n < 1 ? 1 : (n > 4 ? 4 : n);
 }
 
+extern "C" int mok_tile_supported(int tile, int C, int I, const char **why) {
+    if (tile == MOK_TILE_WGMMA) {
+        if (!mok_sm90_available()) {
+            *why = "the wgmma tile needs an SM 9.0 (Hopper) GPU and a build for sm_90a";
+            return 0;
+        }
+        if (C % 8 != 0 || I % 8 != 0) {
+            *why = "the wgmma tile needs hidden and expert sizes that are multiples of 8 (TMA row pitch)";
+            return 0;
+        }
+        return 1;
+    }
+    if (C % MOK_TILE_N != 0 || I % MOK_TILE_N != 0) {
+        *why = "the mma.sync tile needs hidden and expert sizes that are multiples of 64";
+        return 0;
+    }
+    return 1;
+}
+
 extern "C" void mok_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream) {
     cudaCheck(cudaMemsetAsync(p->arrive, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p->gu_done, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p->ticket, 0, 2 * sizeof(unsigned), stream));
-    if (p->tile == MOK_TILE_PIPE) mok_forward_kernel<1><<<grid, MOK_THREADS, 0, stream>>>(*p);
+    if (p->tile == MOK_TILE_WGMMA) mok_sm90_forward_launch(p, grid, stream);
+    else if (p->tile == MOK_TILE_PIPE) mok_forward_kernel<1><<<grid, MOK_THREADS, 0, stream>>>(*p);
     else mok_forward_kernel<0><<<grid, MOK_THREADS, 0, stream>>>(*p);
     cudaCheckLaunch();
 }

@@ -97,16 +97,31 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     add(l, &m->s_h, T * SI * 2);
 }
 
-static void check_shape(const MoeGpuDims *d, int N_max, const char *who) {
-    moe_gpu_dims_check(d, N_max, who);
-    if (d->C % 64 != 0 || d->I % 64 != 0)
-        mokc_die(MOKC_EXIT_USAGE,
-                 "use moe_impl \"unfused\" for this shape, or hidden and expert sizes that are multiples of 64",
-                 "%s: the megakernel's GEMM tile needs C %% 64 == 0 and I %% 64 == 0 (C = %d, I = %d)", who, d->C,
-                 d->I);
+/* The tile this process uses: MOKC_MOK_TILE=simple|mma|wgmma, else wgmma where it runs, else mma. */
+static int chosen_tile(const MoeGpuDims *d) {
+    const char *env = getenv("MOKC_MOK_TILE"), *why = NULL;
+    if (env && env[0]) {
+        if (!strcmp(env, "simple")) return MOK_TILE_SIMPLE;
+        if (!strcmp(env, "mma")) return MOK_TILE_PIPE;
+        if (!strcmp(env, "wgmma")) return MOK_TILE_WGMMA;
+        mokc_die(MOKC_EXIT_USAGE, "set MOKC_MOK_TILE to simple, mma or wgmma, or unset it",
+                 "MOKC_MOK_TILE='%s' is not a GEMM tile of the megakernel", env);
+    }
+    return mok_tile_supported(MOK_TILE_WGMMA, d->C, d->I, &why) ? MOK_TILE_WGMMA : MOK_TILE_PIPE;
 }
 
-int moe_mok_supported(const MoeGpuDims *d) { return d->C % 64 == 0 && d->I % 64 == 0; }
+static void check_shape(const MoeGpuDims *d, int N_max, const char *who) {
+    moe_gpu_dims_check(d, N_max, who);
+    const char *why = NULL;
+    if (!mok_tile_supported(chosen_tile(d), d->C, d->I, &why))
+        mokc_die(MOKC_EXIT_USAGE, "use moe_impl \"unfused\" for this shape or GPU",
+                 "%s: %s (C = %d, I = %d)", who, why, d->C, d->I);
+}
+
+int moe_mok_supported(const MoeGpuDims *d) {
+    const char *why = NULL;
+    return mok_tile_supported(chosen_tile(d), d->C, d->I, &why);
+}
 
 size_t moe_mok_bytes(const MoeGpuDims *d, int N_max) {
     check_shape(d, N_max, "moe_mok_bytes");
@@ -116,6 +131,11 @@ size_t moe_mok_bytes(const MoeGpuDims *d, int N_max) {
     size_t s = window_bytes(d, N_max, NULL, NULL);
     for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
     return s;
+}
+
+size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max) {
+    check_shape(d, N_max, "moe_mok_window_bytes");
+    return window_bytes(d, N_max, NULL, NULL);
 }
 
 static void report_watchdog(void *arg);
@@ -151,16 +171,18 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, dev));
-    const char *tenv = getenv("MOKC_MOK_TILE");
-    /* The pipelined tile is 2.5x faster (3.64 vs 8.95 ms at E=128 H=2048 I=768, EP2) and gives the
-     * same bits; the simple one stays as the reference (MOKC_MOK_TILE=simple). */
-    m->tile = tenv && !strcmp(tenv, "simple") ? MOK_TILE_SIMPLE : MOK_TILE_PIPE;
+    /* wgmma + TMA where the GPU and build allow (sm_90a); the mma.sync tiles elsewhere, the simple
+     * one kept as their reference (same bits as the pipelined one). */
+    m->tile = chosen_tile(d);
     m->grid = m->sms * mok_blocks_per_sm(m->tile);
-    int nc = n_comm_blocks > 0 ? n_comm_blocks : m->grid / 8;
+    /* mma.sync: an eighth of the blocks dispatch; wgmma: every block's spare producer warps do */
+    int nc = n_comm_blocks > 0 ? n_comm_blocks : m->tile == MOK_TILE_WGMMA ? m->grid : m->grid / 8;
     if (nc < 1) nc = 1;
-    if (nc >= m->grid)
-        mokc_die(MOKC_EXIT_USAGE, "use fewer communication blocks than the GPU has SMs",
-                 "moe_mok_create: %d communication blocks but only %d SMs", nc, m->grid);
+    const int nc_max = m->tile == MOK_TILE_WGMMA ? m->grid : m->grid - 1;
+    if (nc > nc_max)
+        mokc_die(MOKC_EXIT_USAGE, "use fewer communication blocks",
+                 "moe_mok_create: %d communication blocks but the persistent grid has %d blocks (at most %d may dispatch)",
+                 nc, m->grid, nc_max);
     m->n_comm = nc;
 
     m->budget_s = 10.0;
@@ -214,9 +236,13 @@ void moe_mok_destroy(MoeMok *m) {
 }
 
 void moe_mok_set_tile(MoeMok *m, int tile) {
-    m->tile = tile == MOK_TILE_PIPE ? MOK_TILE_PIPE : MOK_TILE_SIMPLE;
+    const char *why = NULL;
+    if (!mok_tile_supported(tile, m->d.C, m->d.I, &why))
+        mokc_die(MOKC_EXIT_USAGE, NULL, "moe_mok_set_tile: %s (C = %d, I = %d)", why, m->d.C, m->d.I);
+    m->tile = tile;
     m->grid = m->sms * mok_blocks_per_sm(m->tile);
-    if (m->n_comm >= m->grid) m->n_comm = m->grid - 1;
+    const int nc_max = tile == MOK_TILE_WGMMA ? m->grid : m->grid - 1;
+    if (m->n_comm > nc_max) m->n_comm = nc_max;
 }
 
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
@@ -276,7 +302,7 @@ void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, 
     gpu_moe_plan_scan(m->chunk_counts_all, m->counts_all, m->stat_all, m->eo_all, nslots_all, E, stream);
     gpu_moe_plan_place(m->slot_row_all, m->row_slot_all, topk_all, m->slot_rank_all, m->chunk_counts_all, m->eo_all,
                        nslots_all, E, stream);
-    mok_schedule(m->mt_start, m->total_mt, m->eo_all, d->ep_rank * El, El, stream);
+    mok_schedule(m->mt_start, m->total_mt, m->eo_all, d->ep_rank * El, El, mok_tile_m(m->tile), stream);
 
     /* 4. the persistent kernel */
     MokFwdParams p;
@@ -307,6 +333,8 @@ void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, 
     p.C = C;
     p.I = d->I;
     p.mt_max = m->mt_max;
+    p.R_max = m->R_max;
+    p.tile_m = mok_tile_m(m->tile);
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     p.tile = m->tile;

@@ -22,12 +22,13 @@
  * 10, or moe_mok_set_debug); on expiry the kernel fills a host-mapped record and traps;
  * moe_mok_sync prints the record and exits non-zero. Debug: MOKC_MOK_SKIP_DISPATCH=<ep_rank> makes
  * that rank's dispatch blocks do nothing (the watchdog test).
- * GEMM tile: MOK_TILE_PIPE (cp.async double buffering + ldmatrix, the default) or MOK_TILE_SIMPLE
- * (plain shared-memory loads, the reference: env MOKC_MOK_TILE=simple or moe_mok_set_tile); same bits.
- * Requirements: C % 64 == 0 and I % 64 == 0 (the GEMM tile; M is masked, any token count).
+ * GEMM tile (env MOKC_MOK_TILE=wgmma|mma|simple or moe_mok_set_tile): MOK_TILE_WGMMA (wgmma + TMA,
+ * warp-specialised; the default on SM 9.0 with an sm_90a build; C % 8 == 0 and I % 8 == 0) or the
+ * mma.sync tiles (any GPU; C % 64 == 0 and I % 64 == 0): MOK_TILE_PIPE (cp.async + ldmatrix) and
+ * MOK_TILE_SIMPLE (plain shared-memory loads, its reference: same bits). M is masked: any token count.
  * Determinism: bitwise reproducible for a fixed shape, GPU and rank count, independent of the
- * number of communication blocks and of the tile variant (each output element is computed by one
- * tile with a fixed K order; no floating-point atomics).
+ * number of communication blocks (each output element is computed by one tile with a fixed K
+ * order; no floating-point atomics); the two mma.sync tiles give the same bits, wgmma other ones.
  * Memory (besides cuBLAS's workspace): moe_mok_bytes; the owner-side buffers (xr, h, pre_gate,
  * pre_up) are sized for R_max = ep * N_max * min(k, E_local) rows: dropless, never overflowing.
  */
@@ -52,7 +53,7 @@ typedef struct {
     int grid, n_comm;           /* persistent grid (SMs x resident blocks per SM) and its dispatch blocks */
     double budget_s;            /* watchdog budget per spin-wait */
     int skip_dispatch;          /* debug */
-    int tile;                   /* MOK_TILE_PIPE (default) or MOK_TILE_SIMPLE (env MOKC_MOK_TILE=simple) */
+    int tile;                   /* MOK_TILE_* (see above) */
     int sms;
     MokSymm *symm;
     size_t x_off, y_off;        /* in the window */
@@ -84,9 +85,11 @@ int moe_mok_supported(const MoeGpuDims *d);
 
 /* Device bytes of the layer (window included), for the memory plan. */
 size_t moe_mok_bytes(const MoeGpuDims *d, int N_max);
+/* Of those, the symmetric window's (x rows, then combine slots), listed apart in the memory plan. */
+size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max);
 
 /* Collective over comms->ep when ep > 1 (every EP rank creates together). n_comm_blocks <= 0:
- * the default (an eighth of the persistent grid). Dies with a message on unsupported shapes. */
+ * the default (mma.sync: an eighth of the persistent grid; wgmma: every block). Dies with a message on unsupported shapes. */
 void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks);
 void moe_mok_destroy(MoeMok *m);
 

@@ -1,0 +1,100 @@
+/*
+ * The megakernel's protocol pieces shared by every kernel variant (mok_forward.cu: mma.sync tiles,
+ * any GPU; mok_forward_sm90.cu: wgmma + TMA, Hopper): counters with acquire/release, the bounded
+ * spin-wait behind the watchdog, the M-tile lookup and the copy of one dispatched row.
+ */
+#ifndef MOKC_KERNELS_MOK_PROTOCOL_CUH
+#define MOKC_KERNELS_MOK_PROTOCOL_CUH
+
+#include "mok.h"
+
+__device__ __forceinline__ unsigned mok_ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void mok_red_release(unsigned *p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ long long mok_globaltimer() {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Fills the host-mapped record once (the first waiter to expire claims it through *claim) and
+ * traps; later waiters keep waiting for the trap. */
+__device__ __forceinline__ void mok_watchdog_fire(MokError *err, unsigned *claim, int role, int tile, int idx,
+                                                  unsigned expected, unsigned seen, long long waited_ns) {
+    if (atomicCAS(claim, 0u, 1u) != 0u) return;
+    err->role = role;
+    err->block = (int)blockIdx.x;
+    err->tile = tile;
+    err->counter = idx;
+    err->expected = (int)expected;
+    err->seen = (int)seen;
+    err->waited_ns = waited_ns;
+    __threadfence_system();
+    err->flag = 1;
+    __threadfence_system();
+    asm volatile("trap;");
+}
+
+/* One thread: waits until *ctr >= expected (acquire), bounded by budget_ns. */
+static __device__ __noinline__ void mok_wait(MokError *err, unsigned *claim, long long budget_ns, const unsigned *ctr,
+                                      unsigned expected, int role, int tile, int idx) {
+    unsigned seen = mok_ld_acquire(ctr);
+    if (seen >= expected) return;
+    const long long t0 = mok_globaltimer();
+    unsigned ns = 32;
+    bool expired = false;
+    while ((seen = mok_ld_acquire(ctr)) < expected) {
+        __nanosleep(ns);
+        if (ns < 2048) ns *= 2;
+        const long long dt = mok_globaltimer() - t0;
+        if (!expired && dt > budget_ns) {
+            expired = true;
+            mok_watchdog_fire(err, claim, role, tile, idx, expected, seen, dt);
+        }
+    }
+}
+
+/* The local expert, first local row and valid rows (<= tile_m) of M tile mt. */
+__device__ __forceinline__ void mok_tile_rows(const MokFwdParams &p, int mt, int &el, int &r0, int &nrows) {
+    int lo = 0, hi = p.El - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (p.mt_start[mid] <= mt) lo = mid;
+        else hi = mid - 1;
+    }
+    el = lo;
+    const int *eo = p.expert_offset_all + p.e0;
+    const int in = mt - p.mt_start[el], cnt = eo[el + 1] - eo[el];
+    r0 = eo[el] - eo[0] + in * p.tile_m;
+    nrows = min(p.tile_m, cnt - in * p.tile_m);
+}
+
+/* One warp copies local row lr of xr from its source rank's window (16-byte vectors, four loads
+ * in flight per lane: NVLink latency needs them). */
+__device__ __forceinline__ void mok_pull_row(const MokFwdParams &p, int base, int lr) {
+    const int lane = threadIdx.x & 31, C8 = p.C / 8;
+    const int g = p.row_slot_all[base + lr];
+    const int src = g / p.NK, tok = (g - src * p.NK) / p.k;
+    const int4 *s = reinterpret_cast<const int4 *>(p.peer_base[src] + p.x_off + (size_t)tok * p.C * 2);
+    int4 *d = reinterpret_cast<int4 *>(p.xr + (size_t)lr * p.C);
+    int c = lane;
+    for (; c + 96 < C8; c += 128) {
+        const int4 v0 = s[c], v1 = s[c + 32], v2 = s[c + 64], v3 = s[c + 96];
+        d[c] = v0;
+        d[c + 32] = v1;
+        d[c + 64] = v2;
+        d[c + 96] = v3;
+    }
+    for (; c < C8; c += 32) d[c] = s[c];
+}
+
+__device__ __forceinline__ float mok_silu_mul(float g, float u) { return g * (1.0f / (1.0f + expf(-g))) * u; }
+
+#endif

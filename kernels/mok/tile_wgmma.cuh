@@ -1,0 +1,172 @@
+/*
+ * Hopper building blocks of the megakernel's wgmma tile (kernels/mok/mok_forward_sm90.cu): mbarriers,
+ * TMA tensor loads, shared-memory matrix descriptors and wgmma.mma_async m64n256k16 (bf16 in, fp32
+ * accumulators in registers). sm_90a only: every body is compiled only where
+ * __CUDA_ARCH_FEAT_SM90_ALL is defined (the callers check MOK_SM90 before using them).
+ *
+ * Shared-memory layouts (both 128-byte swizzled, written by TMA with CU_TENSOR_MAP_SWIZZLE_128B,
+ * each tile 1024-byte aligned so the descriptors' base offset is 0):
+ *  - A, K-major: a box of rows x 64 K (bf16): row r at r * 128 bytes; 8-row groups 1024 bytes
+ *    apart (SBO = 1024; LBO unused for swizzled K-major). The k-th 16-wide K step starts 32 bytes
+ *    further (the hardware applies the XOR swizzle to the final addresses).
+ *  - B, N-major (weights are (K, N) row-major, N contiguous): boxes of 64 K rows x 64 N, one per
+ *    64-column panel, 8192 bytes apart (LBO = panel stride); K row r at r * 128 bytes inside a
+ *    panel, 8-row groups 1024 bytes apart (SBO). The k-th 16-row K step starts 2048 bytes further.
+ */
+#ifndef MOKC_KERNELS_MOK_TILE_WGMMA_CUH
+#define MOKC_KERNELS_MOK_TILE_WGMMA_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MOK_SM90 1
+#else
+#define MOK_SM90 0
+#endif
+
+__device__ __forceinline__ uint32_t mok_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mok_mbar_init(uint64_t *bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mok_smem_u32(bar)), "r"(count) : "memory");
+}
+
+/* Makes the initialised barriers visible to the async proxy (TMA) before first use. */
+__device__ __forceinline__ void mok_mbar_fence_init() {
+#if MOK_SM90
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void mok_mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(mok_smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mok_mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes) {
+#if MOK_SM90
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mok_smem_u32(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+
+__device__ __forceinline__ bool mok_mbar_try_wait(uint64_t *bar, unsigned parity) {
+    uint32_t ok = 1;
+#if MOK_SM90
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(mok_smem_u32(bar)), "r"(parity)
+        : "memory");
+#endif
+    return ok != 0;
+}
+
+/* Global writes of the generic proxy (plain stores by other blocks, seen through an acquire) made
+ * visible to this thread's later async-proxy reads (TMA), and the writer's side of the same. */
+__device__ __forceinline__ void mok_fence_proxy_async_global() {
+#if MOK_SM90
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void mok_tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+#if MOK_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
+        ::"r"(mok_smem_u32(dst)), "l"(map), "r"(mok_smem_u32(bar)), "r"(c0), "r"(c1)
+        : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mok_tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1,
+                                                int c2) {
+#if MOK_SM90
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
+        ::"r"(mok_smem_u32(dst)), "l"(map), "r"(mok_smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+#endif
+}
+
+/* Hands registers between the warpgroups of a block (all threads of a warpgroup execute it). */
+template <int N>
+__device__ __forceinline__ void mok_setmaxnreg_dec() {
+#if MOK_SM90
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void mok_setmaxnreg_inc() {
+#if MOK_SM90
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+
+/* 128-byte-swizzle descriptor of a tile starting at `smem`, byte offsets lbo / sbo. */
+__device__ __forceinline__ uint64_t mok_wgmma_desc(const void *smem, unsigned lbo, unsigned sbo) {
+    const uint64_t a = mok_smem_u32(smem);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void mok_wgmma_fence() {
+#if MOK_SM90
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mok_wgmma_commit() {
+#if MOK_SM90
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void mok_wgmma_wait() {
+#if MOK_SM90
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+
+/* Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma. */
+__device__ __forceinline__ void mok_fence_acc(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* d (+)= A (64 x 16, K-major, desc a) @ B (16 x 256, N-major, desc b); scale_d = 0 overwrites.
+ * Accumulator layout (per thread of the warpgroup, warp w = warp % 4, lane l): d[4i + e] is row
+ * 16w + l/4 + 8*(e >= 2), column 8i + 2*(l%4) + (e & 1), i < 32. */
+__device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b, int scale_d) {
+#if MOK_SM90
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(scale_d));
+#endif
+}
+
+#endif
