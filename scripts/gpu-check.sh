@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The GPU check (run on a machine with NVIDIA GPUs): build with the CUDA backend, run every test
-# (the GPU suites run instead of skipping; multi-GPU tests need 2 GPUs), then benchmark the MoE
-# layer. Logs go to $OUT (or ./gpu-check-out); the summary table comes last.
-# Usage: scripts/gpu-check.sh [test-filter]    e.g. scripts/gpu-check.sh gpu_
+# (the GPU suites run instead of skipping; multi-GPU tests need 2 GPUs). With 2 GPUs or more, also
+# the EP2 check of the MoE layers (scripts/gpu-moe-ep2-check.sh without its timing section) and the
+# MoE layer benchmark, mok and unfused in one run, on the Qwen3-30B-A3B- and Kimi-K2-like shapes
+# (configs/bench/). Logs and the benchmark's JSON lines (bench-<shape>.jsonl) go to $OUT (or
+# ./gpu-check-out); the summary table comes last. Exits non-zero if the build, the tests, the EP2
+# check or a benchmark fails. About 5 minutes on 2×H200 after a warm build.
+# Usage: scripts/gpu-check.sh [test-filter]    e.g. scripts/gpu-check.sh gpu_   (a filter: tests only)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-gpu-check-out}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0             # never NVLink multicast: it can take a shared host's GPUs down
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 filter=${1:-}
+since() { echo $(( $(date +%s) - $1 )); }
 
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.txt"
 ngpu=$(wc -l < "$out/gpus.txt")
@@ -19,21 +24,57 @@ if ! make -j"$(nproc)" all build/mokc_tests > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"; echo "BUILD FAILED"; exit 1
 fi
 grep -E "warning|✓|✗|CUDA backend" "$out/build.log" | head -20
-build_s=$(( $(date +%s) - start ))
+build_s=$(since "$start")
 
 start=$(date +%s)
-MOKC_BIN=build/mokc build/mokc_tests $filter > "$out/tests.log" 2>&1
+MOKC_BIN=build/mokc build/mokc_tests ${filter:+"$filter"} > "$out/tests.log" 2>&1
 tests_rc=$?
-tests_s=$(( $(date +%s) - start ))
+tests_s=$(since "$start")
 grep -E "^(FAIL|skip)|FAIL " "$out/tests.log" | head -60
 
-bench_rc=skipped
-if [ -z "$filter" ] && [ "$ngpu" -ge 2 ] && ./mokc help bench >/dev/null 2>&1; then
-  mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json > "$out/bench.log" 2>&1
-  bench_rc=$?
-  tail -8 "$out/bench.log"
+ep2_rc=skipped ep2_s=0 bench_rc=skipped bench_s=0
+shapes="qwen3-30b-a3b-like kimi-k2-like"
+if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
+  start=$(date +%s)
+  TIMING=0 scripts/gpu-moe-ep2-check.sh > "$out/ep2-check.log" 2>&1
+  ep2_rc=$?
+  ep2_s=$(since "$start")
+  grep -E "FAIL|^gpu-moe-ep2-check:" "$out/ep2-check.log" | head -30
+
+  start=$(date +%s)
+  bench_rc=0
+  for shape in $shapes; do
+    if ! timeout 600 mpirun -np 2 ./mokc bench moe --config "configs/bench/$shape.json" \
+         > "$out/bench-$shape.log" 2>&1; then
+      bench_rc=1; echo "bench $shape FAILED:"; tail -15 "$out/bench-$shape.log"
+    fi
+    grep '^{' "$out/bench-$shape.log" > "$out/bench-$shape.jsonl"
+  done
+  bench_s=$(since "$start")
 fi
 
-echo "== gpu-check: $ngpu GPU(s); build ${build_s}s; tests ${tests_s}s rc=$tests_rc; bench rc=$bench_rc"
-tail -1 "$out/tests.log"
-exit $tests_rc
+echo
+echo "== gpu-check summary: $ngpu GPU(s), logs in $out"
+printf "%-16s %-11s %6s  %s\n" step result time note
+printf "%-16s %-11s %5ss  %s\n" build ok "$build_s" ""
+printf "%-16s %-11s %5ss  %s\n" tests "rc=$tests_rc" "$tests_s" "$(tail -1 "$out/tests.log")"
+printf "%-16s %-11s %5ss  %s\n" "moe ep2 check" "rc=$ep2_rc" "$ep2_s" \
+  "$( [ -f "$out/ep2-check.log" ] && [ "$ep2_rc" != skipped ] && tail -1 "$out/ep2-check.log")"
+printf "%-16s %-11s %5ss  %s\n" "bench moe" "rc=$bench_rc" "$bench_s" \
+  "$([ "$bench_rc" = skipped ] && echo "needs 2 GPUs and no test filter")"
+if [ "$bench_rc" != skipped ]; then
+  echo
+  printf "%-20s %-8s %9s %11s %12s %18s\n" shape impl "fwd ms" "fwd+bwd ms" "fwd TFLOP/s" "dispatch GB/s/GPU"
+  for shape in $shapes; do cat "$out/bench-$shape.jsonl"; done | awk '
+    function f(k,   v) {
+      if (!match($0, "\"" k "\": [^,}]*")) return "-"
+      v = substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4); gsub(/"/, "", v)
+      return v == "null" ? "-" : v
+    }
+    { printf "%-20s %-8s %9s %11s %12s %18s\n", f("shape"), f("impl"), f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"),
+             f("dispatch_gbs_per_gpu") }'
+fi
+
+rc=$tests_rc
+for r in "$ep2_rc" "$bench_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
+exit "$rc"

@@ -4,15 +4,21 @@
 # experts, NCCL send/recv between them) and compares y, dx, the aux loss, the top-k picks and every
 # gradient with a single-rank run of the same global problem; the megakernel (mok, forward: NCCL
 # symmetric windows, one persistent kernel) is compared with the same run (y, top-k, aux loss,
-# bitwise run to run). Then the mok watchdog at EP = 2 (rank 1 skips its dispatch: the job must
-# stop with the stalled-counter record instead of hanging) and a short timing of both layers.
-# Exits non-zero if any check fails.
+# bitwise run to run). On the small shapes (global forward <= 20 GFLOP) rank 0 also runs the CPU
+# reference (float) of the whole problem and holds y of every implementation to it (rel err < 1e-2)
+# and the top-k picks equal. Shapes: E=8 with a shared expert, k = 2 and k = 1, skewed (first pick
+# on one expert; with k = 1 every token on it, so rank 1 receives no rows), E=128 k=8 (full width
+# and narrowed for the CPU), E=384 k=8 sigmoid (narrowed), token counts not multiples of 64 or 128.
+# Then the mok watchdog at EP = 2 (rank 1 skips its dispatch: the job must stop with the
+# stalled-counter record instead of hanging) and a short timing of both layers (TIMING=0 leaves it
+# out: scripts/gpu-check.sh times them itself). Exits non-zero if any check fails.
 # Usage: scripts/gpu-moe-ep2-check.sh        (NP=4 for 4 GPUs; the build must have the CUDA backend)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0   # never NVLink multicast on shared machines
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 np=${NP:-2}
+timing=${TIMING:-1}
 make -j"$(nproc)" all > /dev/null || { echo "build failed"; exit 1; }
 
 fail=0
@@ -22,7 +28,11 @@ check() {
 }
 check --config configs/tiny.json --tokens 300                       # E=8 k=2, shared expert, odd tokens
 check --config configs/tiny.json --tokens 256 --skew                # every token's first pick on rank 0
-check --config configs/bench/qwen3-30b-a3b-like.json --tokens 512   # E=128 k=8, H=2048
+check --config configs/tiny.json --tokens 257 --set moe.num_experts_per_tok=1          # k=1
+check --config configs/tiny.json --tokens 300 --skew --set moe.num_experts_per_tok=1   # k=1, all on expert 0
+check --config configs/bench/qwen3-30b-a3b-like.json --tokens 512   # E=128 k=8, H=2048 (too big for the CPU)
+check --config configs/bench/qwen3-30b-a3b-like.json --tokens 333 \
+      --set model.hidden_size=512 --set moe.moe_intermediate_size=256   # E=128 k=8, narrowed for the CPU
 check --config configs/bench/kimi-k2-like.json --tokens 200 \
       --set model.hidden_size=256 --set moe.moe_intermediate_size=128   # E=384 k=8 sigmoid, scaled down
 check --config configs/bench/kimi-k2-like.json --tokens 96 --skew \
@@ -49,16 +59,18 @@ else
   echo "watchdog: FAIL (exit $wd_rc after ${wd_secs} s; 124 = hung)"; echo "$wd_out" | tail -20; fail=$((fail + 1))
 fi
 
-echo "== timing (short): mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2"
-timeout 600 mpirun -np "$np" ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 \
-  || fail=$((fail + 1))
-for tile in pipe; do   # the default tile; the simple one is the correctness reference above
-  for cb in 16 66 132; do
-    echo "== mok timing: MOKC_MOK_TILE=$tile --comm-blocks $cb"
-    timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE="$tile" ./mokc bench moe --impl mok --comm-blocks "$cb" \
-      --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 | grep '^mok ' || fail=$((fail + 1))
+if [ "$timing" != 0 ]; then
+  echo "== timing (short): mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2"
+  timeout 600 mpirun -np "$np" ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 \
+    || fail=$((fail + 1))
+  for tile in pipe; do   # the default tile; the simple one is the correctness reference above
+    for cb in 16 66 132; do
+      echo "== mok timing: MOKC_MOK_TILE=$tile --comm-blocks $cb"
+      timeout 600 mpirun -np "$np" -x MOKC_MOK_TILE="$tile" ./mokc bench moe --impl mok --comm-blocks "$cb" \
+        --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 | grep '^mok ' || fail=$((fail + 1))
+    done
   done
-done
+fi
 
 if [ "$fail" -eq 0 ]; then echo "gpu-moe-ep2-check: PASS"; else echo "gpu-moe-ep2-check: $fail FAILED"; fi
 exit $(( fail > 0 ))

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/cast.h"
 #include "../../kernels/moe_fill.h"
 #include "common.h"
 #include "config.h"
+#include "cpu/moe.h"
 #include "dist.h"
 #include "gpu/check.h"
 #include "gpu/comms.h"
@@ -31,7 +33,9 @@ static const char *bench_help =
     "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens.\n"
     "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
     "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch; with mok (or all)\n"
-    "it also compares the megakernel's forward (y, top-k, aux loss) at EP = world with that run.\n"
+    "it also compares the megakernel's forward (y, top-k, aux loss) at EP = world with that run. When\n"
+    "the global forward is at most 20 GFLOP, rank 0 also runs the CPU reference (float) of it and holds\n"
+    "y of every implementation to it (rel err < 1e-2) and the top-k picks equal.\n"
     "mok times the forward only (its backward is the unfused one, issue 8) and the dispatch alone\n"
     "(GB/s per GPU, rows pulled including this rank's own); --comm-blocks: its dispatch blocks.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
@@ -346,6 +350,72 @@ static double rel_err_summed(const float *a, double scale, const float *b, long 
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* The CPU reference runs on one rank's cores (one core, under mpirun's default binding): checks
+ * whose forward is larger than this go without it. */
+#define CPU_REF_MAX_GFLOP 20.0
+
+/* A bf16 device tensor as host floats (exact). */
+static float *fetch_bf16(const void *dev, long n, cudaStream_t s) {
+    float *tmp;
+    cudaCheck(cudaMalloc((void **)&tmp, (size_t)(n > 0 ? n : 1) * sizeof(float)));
+    gpu_cast_bf16_to_f32(tmp, dev, n, s);
+    cudaCheck(cudaStreamSynchronize(s));
+    float *h = fetch(tmp, n);
+    cudaCheck(cudaFree(tmp));
+    return h;
+}
+
+/* Every rank's n floats in rank order, on rank 0 (NULL elsewhere). n fits an int: the CPU
+ * reference's shapes are small. */
+static float *gather(const float *a, long n, int rank, int world) {
+    float *all = rank == 0 ? mallocCheck((size_t)world * n * sizeof(float)) : NULL;
+    mpiCheck(MPI_Gather(a, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    return all;
+}
+
+/* The CPU reference's part of the check: rank 0 runs the float forward (src/cpu/moe.c, ep = 1) of
+ * the single-rank layer's whole problem from that layer's own tensors (bf16 experts cast back
+ * exactly; router and x are quantised, so the router GEMM is exact and the picks must agree) and
+ * compares y of each implementation, gathered from the ranks: err[0] unfused on one rank (y_one,
+ * tk_one: the whole problem), err[1] unfused at EP = world (y_ep), err[2] mok at EP = world (y_mok,
+ * NULL when it did not run), err[3] the top-k picks of y_one's run that differ. On every rank. */
+static void cpu_check(double err[4], const Layer *one, const float *y_one, const int *tk_one, const float *y_ep,
+                      const float *y_mok, long nx, int rank, int world, cudaStream_t s) {
+    float *all_ep = gather(y_ep, nx, rank, world), *all_mok = y_mok ? gather(y_mok, nx, rank, world) : NULL;
+    memset(err, 0, 4 * sizeof(double));
+    if (rank == 0) {
+        const MoeGpuDims *g = &one->d;
+        const MoeDims d = {.C = g->C, .E = g->E, .k = g->k, .I = g->I, .n_shared = g->n_shared, .sigmoid = g->sigmoid,
+                           .norm_topk = g->norm_topk, .scaling = g->scaling, .ep = 1, .ep_rank = 0, .comm = NULL};
+        float *w[T_COUNT];
+        for (int t = 0; t < T_COUNT; t++)
+            w[t] = t == T_ROUTER ? fetch(one->w[t], one->n[t]) : fetch_bf16(one->w[t], one->n[t], s);
+        const int S = g->n_shared > 0;
+        const MoeWeights cw = {w[T_ROUTER], w[T_GATE], w[T_UP], w[T_DOWN], S ? w[T_SGATE] : NULL,
+                               S ? w[T_SUP] : NULL, S ? w[T_SDOWN] : NULL};
+        const long n_all = (long)one->N * g->C, slots = (long)one->N * g->k;
+        float *x = fetch(one->x, n_all), *bias = one->bias ? fetch(one->bias, g->E) : NULL;
+        float *y = mallocCheck((size_t)n_all * sizeof(float));
+        MoeActs a;
+        moe_acts_alloc(&a, &d, one->N);
+        moe_forward(y, &a, x, &cw, bias, &d, one->N);
+        err[0] = rel_err(y_one, 1.0, y, n_all);
+        err[1] = rel_err(all_ep, 1.0, y, n_all);
+        if (all_mok) err[2] = rel_err(all_mok, 1.0, y, n_all);
+        long bad = 0;
+        for (long i = 0; i < slots; i++) bad += tk_one[i] != a.topk[i];
+        err[3] = (double)bad;
+        moe_acts_free(&a);
+        for (int t = 0; t < T_COUNT; t++) free(w[t]);
+        free(x);
+        free(bias);
+        free(y);
+    }
+    mpiCheck(MPI_Bcast(err, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    free(all_ep);
+    free(all_mok);
+}
+
 static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const Dist *dist, const GpuComms *gc,
                      cudaStream_t s) {
     const double tol = 1e-3, daux = 0.01;
@@ -398,6 +468,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     int fail = 0;
     const int with_mok = strcmp(args->impl, "unfused") != 0 && moe_mok_supported(d_ep);
     double mok_err[3] = {0, 0, 0};
+    float *y3 = NULL; /* the megakernel's y, this rank's tokens */
     if (with_mok) { /* the megakernel's forward at EP = world against the single-rank unfused run */
         MoeMok m;
         moe_mok_create(&m, d_ep, N, &comms, args->comm_blocks);
@@ -407,7 +478,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         cudaCheck(cudaMemset(ym, 0xff, (size_t)nx * sizeof(float)));
         moe_mok_forward(ym, &m, ep.x, NULL, &w, ep.bias, N, s);
         const double aux = moe_mok_aux_loss(&m, s);
-        float *y3 = fetch(ym, nx);
+        y3 = fetch(ym, nx);
         long nan = 0;
         for (long i = 0; i < nx; i++) nan += y3[i] != y3[i];
         mok_err[0] = nan ? 1e30 : rel_err(y3, 1.0, y1 + off, nx);
@@ -421,12 +492,16 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         moe_mok_sync(&m, s);
         float *y4 = fetch(ym, nx);
         if (memcmp(y3, y4, (size_t)nx * sizeof(float))) mok_err[0] = 1e30;
-        free(y3);
         free(y4);
         cudaCheck(cudaFree(ym));
         moe_mok_destroy(&m);
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, mok_err, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     }
+    const double cpu_gflop =
+        2.0 * world * N * ((double)C * d_ep->E + 3.0 * C * d_ep->I * (k + d_ep->n_shared)) / 1e9;
+    const int with_cpu = cpu_gflop <= CPU_REF_MAX_GFLOP;
+    double cpu_err[4];
+    if (with_cpu) cpu_check(cpu_err, &one, y1, tk1, y2, y3, nx, rank, world, s);
     if (rank == 0) printf("ep check: %d ranks x %d tokens, ep = %d%s; max over ranks:\n", world, N, d_ep->ep,
                           args->skew ? ", skewed routing" : "");
     for (int i = 0; i < 4 + T_COUNT; i++) {
@@ -453,6 +528,26 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
                    tol);
         }
     }
+    if (with_cpu) {
+        const double ctol = 1e-2;
+        const char *impl[3] = {"unfused 1 rank y vs cpu", "unfused ep y vs cpu", "mok ep y vs cpu"};
+        if (rank == 0)
+            printf("  cpu reference (float, 1 rank, %d tokens), rel err of y over all tokens, tolerance %g:\n",
+                   world * N, ctol);
+        for (int i = 0; i < 3; i++) {
+            if (i == 2 && !with_mok) continue;
+            const int ok = cpu_err[i] < ctol;
+            fail |= !ok;
+            if (rank == 0) printf("  %-24s %9.2e  %s\n", impl[i], cpu_err[i], ok ? "ok" : "FAIL");
+        }
+        fail |= cpu_err[3] != 0;
+        if (rank == 0)
+            printf("  %-24s %9.0f  %s\n", "top-k differ from cpu", cpu_err[3], cpu_err[3] == 0 ? "ok" : "FAIL");
+    } else if (rank == 0) {
+        printf("  cpu reference: skipped (a %.1f GFLOP forward; it runs up to %.0f: fewer --tokens or a narrower "
+               "--set model.hidden_size / moe.moe_intermediate_size)\n",
+               cpu_gflop, CPU_REF_MAX_GFLOP);
+    }
     if (rank == 0) printf("ep check: %s\n", fail ? "FAIL" : "PASS");
     free(y1);
     free(y2);
@@ -460,6 +555,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     free(dx2);
     free(tk1);
     free(tk2);
+    free(y3);
     layer_destroy(&one);
     layer_destroy(&ep);
     return fail ? MOKC_EXIT_RUNTIME : 0;
@@ -558,7 +654,8 @@ int cmd_bench(int argc, char **argv) {
                        tf_fb, acts_mib, work_mib);
         }
         if (do_mok && !moe_mok_supported(&d)) {
-            if (dist.rank == 0) printf("mok: skipped, the megakernel needs H and I multiples of 64\n");
+            if (dist.rank == 0)
+                printf("mok: skipped, the megakernel does not take H=%d I=%d (moe_mok_supported)\n", d.C, d.I);
         } else if (do_mok) {
             MoeMok m;
             moe_mok_create(&m, &d, N, &comms, args.comm_blocks);

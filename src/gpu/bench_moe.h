@@ -10,7 +10,11 @@
  * Timing: forward, and forward + backward, with CUDA events around each iteration (after a barrier),
  * per-iteration max over ranks, median of --iters (>= 1; default 20) after --warmup (default 5).
  * Prints one JSON line per implementation (bench, impl, shape, E, H, I, k, shared, ep, world,
- * tokens_per_gpu, fwd_ms, fwdbwd_ms, fwd_tflops, fwdbwd_tflops, acts_mib, work_mib) and a table.
+ * tokens_per_gpu, iters, fwd_ms, fwdbwd_ms, fwd_tflops; unfused: fwdbwd_tflops, acts_mib,
+ * work_mib; mok: comm_blocks, dispatch_ms and dispatch_gbs_per_gpu (the persistent kernel with idle
+ * compute blocks: rows pulled, this rank's own included, times H * 2 bytes over the slowest rank's
+ * median, the lowest over ranks), mok_mib; fwdbwd_ms null: its backward is the unfused one) and a
+ * table.
  * FLOPs per GPU (DESIGN.md): 2*T*k*3*H*I forward, x3 for forward + backward (routed experts only).
  * EP is every rank (one EP group) unless --ep; tokens per GPU = train.micro_batch * train.seq_len
  * unless --tokens.
@@ -21,8 +25,14 @@
  * EP = world (its T tokens, its E/ep experts, aux statistics over the world, dy scaled by world as
  * a per-rank mean loss makes it). y, dx / world, the aux loss, the top-k picks, the router and
  * shared gradients summed over ranks / world and each owner's expert gradients / world must match
- * the single-rank run (relative error < 1e-3; the picks exactly). --skew sends every token's first
- * pick to expert 0 (one owner receives the most rows it can). Exit 0 on PASS, 1 on FAIL.
+ * the single-rank run (relative error < 1e-3; the picks exactly). With mok: its forward at EP =
+ * world against the single-rank run (y < 1e-2, the picks exactly, the aux loss; bitwise run to
+ * run). When the global forward is at most 20 GFLOP (small shapes; the CPU reference runs on one
+ * rank's cores), rank 0 also runs the CPU reference forward (src/cpu/moe.c, float, ep = 1) of the
+ * whole problem from the single-rank layer's tensors and holds y of every implementation (unfused
+ * on one rank, unfused and mok at EP = world, gathered) to it, relative error < 1e-2, and the
+ * picks equal. --skew sends every token's first pick to expert 0 (one owner receives the most rows
+ * it can; with k = 1, every row). Exit 0 on PASS, 1 on FAIL.
  */
 #ifndef MOKC_GPU_BENCH_MOE_H
 #define MOKC_GPU_BENCH_MOE_H

@@ -1,6 +1,7 @@
 /*
  * Helpers for the GPU tests (tests/gpu/, built only with the CUDA backend): skip without a GPU,
- * move arrays, convert bf16 on the host, poison outputs so unwritten elements are caught.
+ * random inputs, move arrays, convert bf16 on the host, poison outputs so unwritten elements are
+ * caught, compare results.
  */
 #ifndef MOKC_GPU_TEST_H
 #define MOKC_GPU_TEST_H
@@ -13,6 +14,7 @@
 
 #include "../../kernels/common.h"
 #include "../test.h"
+#include "common.h"
 
 /* Call first in every GPU test: returns 0 (and marks the test skipped) when there is no GPU. */
 static inline int gpu_test_begin(void) {
@@ -52,6 +54,14 @@ static inline float host_from_bf16(bf16_t b) {
     memcpy(&f, &u, 4);
     return f;
 }
+static inline float host_bf16_round(float f) { return host_from_bf16(host_to_bf16(f)); }
+
+/* n random values in [-a, a) on the host (the caller frees), rounded to bf16 when round. */
+static inline float *gpu_rand_array(long n, float a, int round) {
+    float *x = callocCheck((size_t)n, sizeof(float));
+    for (long i = 0; i < n; i++) x[i] = round ? host_bf16_round(gpu_rsym(a)) : gpu_rsym(a);
+    return x;
+}
 
 static inline void *gpu_upload(const void *host, size_t bytes) {
     void *d = NULL;
@@ -62,6 +72,14 @@ static inline void *gpu_upload(const void *host, size_t bytes) {
 static inline void gpu_download(void *host, const void *dev, size_t bytes) {
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+/* A device copy of n floats rounded to bf16. */
+static inline void *gpu_upload_bf16(const float *x, long n) {
+    bf16_t *b = callocCheck((size_t)n, sizeof(bf16_t));
+    for (long i = 0; i < n; i++) b[i] = host_to_bf16(x[i]);
+    void *d = gpu_upload(b, (size_t)n * sizeof(bf16_t));
+    free(b);
+    return d;
 }
 /* A device buffer filled with 0xff bytes: NaN as float and as bf16, so an unwritten element shows. */
 static inline void *gpu_poisoned(size_t bytes) {
@@ -87,6 +105,17 @@ static inline double rel_error_f(const float *a, const float *b, long n) {
         den += (double)b[i] * (double)b[i];
     }
     return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Index of the largest |a - b| (NaN entries are counted by count_nan, not here). */
+static inline long worst_index(const float *a, const float *b, long n) {
+    long w = 0;
+    double m = -1;
+    for (long i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m) m = d, w = i;
+    }
+    return w;
 }
 
 #endif

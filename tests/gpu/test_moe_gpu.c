@@ -2,9 +2,7 @@
  * GPU tests of the unfused MoE layer (src/gpu/moe_unfused.c and kernels/moe_{route,plan,rows,
  * combine}.cu) against the CPU reference moe_forward / moe_backward (float) on one GPU, ep = 1.
  * Inputs are fresh random numbers from a seeded RNG; the CPU gets the same bf16-rounded x and
- * expert weights (the fp32 router is shared as is). Routing must agree exactly, so every token's
- * top k+1 values of score + bias are kept at least MARGIN apart (tokens closer than that are
- * redrawn: GEMM summation order moves logits by ~1e-7, and a near-tie would flip a pick).
+ * expert weights (the fp32 router is shared as is); tokens route with a clear margin (moe_ref.h).
  * Checked per shape: top-k ids, counts, the dispatch order (slot_row, row_slot) exactly; scores,
  * gates and the aux loss against fp32 tolerance; y, dx and every weight gradient (the amount the
  * backward ADDED to random initial values) within 1e-2 relative; no NaN left from the poisoned
@@ -23,10 +21,10 @@
 #include "cpu/moe.h"
 #include "gpu/moe_unfused.h"
 #include "gpu_test.h"
+#include "moe_ref.h"
 
 #define BF16_TOL 1e-2
 #define F32_TOL 1e-5
-#define MARGIN 1e-5
 
 
 static void *xcalloc(size_t n, size_t size) {
@@ -36,24 +34,6 @@ static void *xcalloc(size_t n, size_t size) {
         abort();
     }
     return p;
-}
-static float bf16_round(float f) { return host_from_bf16(host_to_bf16(f)); }
-/* n random values in [-a, a), rounded to bf16 when round. */
-static float *rand_array(long n, float a, int round) {
-    float *x = xcalloc((size_t)n, sizeof(float));
-    for (long i = 0; i < n; i++) x[i] = round ? bf16_round(gpu_rsym(a)) : gpu_rsym(a);
-    return x;
-}
-static bf16_t *to_bf16_array(const float *x, long n) {
-    bf16_t *b = xcalloc((size_t)n, sizeof(bf16_t));
-    for (long i = 0; i < n; i++) b[i] = host_to_bf16(x[i]);
-    return b;
-}
-static void *upload_bf16(const float *x, long n) {
-    bf16_t *b = to_bf16_array(x, n);
-    void *d = gpu_upload(b, (size_t)n * sizeof(bf16_t));
-    free(b);
-    return d;
 }
 
 /* ---------- one shape ---------- */
@@ -70,45 +50,15 @@ typedef struct {
 } Shape;
 
 /* Host tensors of one case; expert and shared weights and x hold bf16-representable values. */
-enum { W_ROUTER, W_GATE, W_UP, W_DOWN, W_SGATE, W_SUP, W_SDOWN, W_COUNT };
 static const char *wnames[W_COUNT] = {"router", "w_gate", "w_up", "w_down", "shared_gate", "shared_up", "shared_down"};
 
 typedef struct {
     Shape s;
     MoeDims d;
-    long wn[W_COUNT];
-    float *w[W_COUNT];
+    MoeRefWeights w;
     float *x, *dy, *bias;
     float *gw_init[W_COUNT], *dx_init;
 } Case;
-
-static void case_weight_sizes(Case *t) {
-    const long C = t->s.C, E = t->s.E, I = t->s.I, SI = (long)t->s.S * t->s.I;
-    t->wn[W_ROUTER] = C * E;
-    t->wn[W_GATE] = t->wn[W_UP] = E * C * I;
-    t->wn[W_DOWN] = E * I * C;
-    t->wn[W_SGATE] = t->wn[W_SUP] = C * SI;
-    t->wn[W_SDOWN] = SI * C;
-}
-
-static MoeWeights cpu_weights(float *const *w) {
-    MoeWeights m = {w[W_ROUTER], w[W_GATE], w[W_UP], w[W_DOWN], w[W_SGATE], w[W_SUP], w[W_SDOWN]};
-    return m;
-}
-
-/* v = score + bias; the top min(k+1, E) values sorted descending must be MARGIN apart. */
-static int cmp_desc(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-static int token_has_margin(const float *s, const float *bias, int E, int k, double *v) {
-    for (int e = 0; e < E; e++) v[e] = (double)s[e] + (bias ? (double)bias[e] : 0.0);
-    qsort(v, (size_t)E, sizeof(double), cmp_desc);
-    const int m = k + 1 < E ? k + 1 : E;
-    for (int i = 0; i + 1 < m; i++)
-        if (!(v[i] - v[i + 1] >= MARGIN)) return 0;
-    return 1;
-}
 
 /* Draws the case; redraws the x rows of tokens without a clear routing margin. Returns 0 if some
  * token still has none after many tries. */
@@ -116,16 +66,12 @@ static int case_init(Case *t, const Shape *s) {
     memset(t, 0, sizeof *t);
     t->s = *s;
     gpu_rng_seed(s->seed);
-    const int N = s->N, C = s->C, E = s->E, I = s->I;
-    t->d = (MoeDims){.C = C, .E = E, .k = s->k, .I = I, .n_shared = s->S, .sigmoid = s->sigmoid,
+    const int N = s->N, C = s->C, E = s->E;
+    t->d = (MoeDims){.C = C, .E = E, .k = s->k, .I = s->I, .n_shared = s->S, .sigmoid = s->sigmoid,
                      .norm_topk = s->norm_topk, .scaling = s->scaling, .ep = 1, .ep_rank = 0, .comm = NULL};
-    case_weight_sizes(t);
-    const float ws[W_COUNT] = {2.0f / sqrtf((float)C), 1.0f / sqrtf((float)C), 1.0f / sqrtf((float)C),
-                               1.0f / sqrtf((float)I), 1.0f / sqrtf((float)C), 1.0f / sqrtf((float)C),
-                               1.0f / sqrtf((float)(s->S > 0 ? s->S * I : 1))};
-    for (int i = 0; i < W_COUNT; i++) t->w[i] = rand_array(t->wn[i], ws[i], i != W_ROUTER);
-    t->x = rand_array((long)N * C, 1.0f, 1);
-    t->dy = rand_array((long)N * C, 1.0f, 1); /* bf16-exact: the layer rounds dy for its bf16 GEMMs */
+    moe_ref_weights_draw(&t->w, &t->d);
+    t->x = gpu_rand_array((long)N * C, 1.0f, 1);
+    t->dy = gpu_rand_array((long)N * C, 1.0f, 1); /* bf16-exact: the layer rounds dy for its bf16 GEMMs */
     if (s->bias_mode != BIAS_NONE) {
         t->bias = xcalloc((size_t)E, sizeof(float));
         if (s->bias_mode == BIAS_RANDOM)
@@ -136,35 +82,22 @@ static int case_init(Case *t, const Shape *s) {
         }
         if (s->bias_mode == BIAS_SKEW1) t->bias[E - 1] = 100.0f;
     }
-    for (int i = 0; i < W_COUNT; i++) t->gw_init[i] = rand_array(t->wn[i], 1e-4f, 0);
-    t->dx_init = rand_array((long)N * C, 1e-4f, 0);
+    for (int i = 0; i < W_COUNT; i++) t->gw_init[i] = gpu_rand_array(t->w.n[i], 1e-4f, 0);
+    t->dx_init = gpu_rand_array((long)N * C, 1e-4f, 0);
 
     MoeActs a;
     moe_acts_alloc(&a, &t->d, N);
     float *y = xcalloc((size_t)N * C, sizeof(float));
-    double *v = xcalloc((size_t)E, sizeof(double));
-    MoeWeights w = cpu_weights(t->w);
-    int ok = 0;
-    for (int attempt = 0; attempt < 200 && !ok; attempt++) {
-        moe_forward(y, &a, t->x, &w, t->bias, &t->d, N);
-        ok = 1;
-        for (int n = 0; n < N; n++) {
-            if (token_has_margin(a.scores + (long)n * E, t->bias, E, s->k, v)) continue;
-            ok = 0;
-            for (int c = 0; c < C; c++) t->x[(long)n * C + c] = bf16_round(gpu_rsym(1.0f));
-        }
-    }
+    MoeWeights w = moe_ref_cpu_weights(t->w.w);
+    const int ok = moe_ref_forward_with_margin(y, &a, t->x, &w, t->bias, &t->d, N);
     moe_acts_free(&a);
     free(y);
-    free(v);
     return ok;
 }
 
 static void case_free(Case *t) {
-    for (int i = 0; i < W_COUNT; i++) {
-        free(t->w[i]);
-        free(t->gw_init[i]);
-    }
+    moe_ref_weights_free(&t->w);
+    for (int i = 0; i < W_COUNT; i++) free(t->gw_init[i]);
     free(t->x);
     free(t->dy);
     free(t->bias);
@@ -200,16 +133,15 @@ typedef struct {
 
 static void dev_init(Dev *g, const Case *t) {
     const long nx = (long)t->s.N * t->s.C;
-    g->w[W_ROUTER] = gpu_upload(t->w[W_ROUTER], (size_t)t->wn[W_ROUTER] * sizeof(float));
-    for (int i = W_GATE; i < W_COUNT; i++) g->w[i] = upload_bf16(t->w[i], t->wn[i]);
+    moe_ref_upload(g->w, &t->w);
     g->x = gpu_upload(t->x, (size_t)nx * sizeof(float));
     g->dy = gpu_upload(t->dy, (size_t)nx * sizeof(float));
     g->bias = t->bias ? gpu_upload(t->bias, (size_t)t->s.E * sizeof(float)) : NULL;
-    g->x_bf16 = upload_bf16(t->x, nx);
+    g->x_bf16 = gpu_upload_bf16(t->x, nx);
 }
 
 static void dev_free(Dev *g) {
-    for (int i = 0; i < W_COUNT; i++) cudaCheck(cudaFree(g->w[i]));
+    moe_ref_dev_free(g->w);
     cudaCheck(cudaFree(g->x));
     cudaCheck(cudaFree(g->dy));
     if (g->bias) cudaCheck(cudaFree(g->bias));
@@ -230,7 +162,7 @@ static void gpu_run(GpuOut *o, const Case *t, const Dev *g, MoeUnfusedActs *a, M
     float *y = gpu_poisoned((size_t)nx * sizeof(float));
     float *dx = gpu_upload(t->dx_init, (size_t)nx * sizeof(float));
     float *gw[W_COUNT];
-    for (int i = 0; i < W_COUNT; i++) gw[i] = gpu_upload(t->gw_init[i], (size_t)t->wn[i] * sizeof(float));
+    for (int i = 0; i < W_COUNT; i++) gw[i] = gpu_upload(t->gw_init[i], (size_t)t->w.n[i] * sizeof(float));
     /* poison what the forward must write */
     cudaCheck(cudaMemset(a->scores, 0xff, (size_t)N * E * sizeof(float)));
     cudaCheck(cudaMemset(a->gates, 0xff, (size_t)N * k * sizeof(float)));
@@ -239,8 +171,7 @@ static void gpu_run(GpuOut *o, const Case *t, const Dev *g, MoeUnfusedActs *a, M
     cudaCheck(cudaMemset(a->row_slot, 0xff, (size_t)N * k * sizeof(int)));
     cudaCheck(cudaMemset(a->counts, 0xff, (size_t)E * sizeof(int)));
 
-    MoeGpuWeights wt = {g->w[W_ROUTER], g->w[W_GATE], g->w[W_UP], g->w[W_DOWN],
-                        t->s.S ? g->w[W_SGATE] : NULL, t->s.S ? g->w[W_SUP] : NULL, t->s.S ? g->w[W_SDOWN] : NULL};
+    MoeGpuWeights wt = moe_ref_gpu_weights(g->w, t->s.S);
     MoeGpuGrads gr = {gw[W_ROUTER], gw[W_GATE], gw[W_UP], gw[W_DOWN], gw[W_SGATE], gw[W_SUP], gw[W_SDOWN]};
     const bf16_t *xb = t->s.give_bf16 ? g->x_bf16 : NULL;
     cudaStream_t stream;
@@ -252,7 +183,7 @@ static void gpu_run(GpuOut *o, const Case *t, const Dev *g, MoeUnfusedActs *a, M
 
     o->y = download(y, (size_t)nx * sizeof(float));
     o->dx = download(dx, (size_t)nx * sizeof(float));
-    for (int i = 0; i < W_COUNT; i++) o->gw[i] = download(gw[i], (size_t)t->wn[i] * sizeof(float));
+    for (int i = 0; i < W_COUNT; i++) o->gw[i] = download(gw[i], (size_t)t->w.n[i] * sizeof(float));
     o->scores = download(a->scores, (size_t)N * E * sizeof(float));
     o->gates = download(a->gates, (size_t)N * k * sizeof(float));
     o->topk = download(a->topk, (size_t)N * k * sizeof(int));
@@ -280,7 +211,8 @@ static double rel_error_added(const float *a, const float *b, const float *init,
 static void run_shape(const Shape *s) {
     Case t;
     if (!case_init(&t, s)) {
-        test_fail(__FILE__, __LINE__, "[%s] could not draw inputs with a routing margin of %g", s->label, MARGIN);
+        test_fail(__FILE__, __LINE__, "[%s] could not draw inputs with a routing margin of %g", s->label,
+                  MOE_REF_MARGIN);
         case_free(&t);
         return;
     }
@@ -294,16 +226,15 @@ static void run_shape(const Shape *s) {
     memcpy(cdx, t.dx_init, (size_t)nx * sizeof(float));
     float *cgw[W_COUNT];
     for (int i = 0; i < W_COUNT; i++) {
-        cgw[i] = xcalloc((size_t)t.wn[i] + 1, sizeof(float));
-        memcpy(cgw[i], t.gw_init[i], (size_t)t.wn[i] * sizeof(float));
+        cgw[i] = xcalloc((size_t)t.w.n[i] + 1, sizeof(float));
+        memcpy(cgw[i], t.gw_init[i], (size_t)t.w.n[i] * sizeof(float));
     }
-    MoeWeights cw = cpu_weights(t.w), cdw = cpu_weights(cgw);
+    MoeWeights cw = moe_ref_cpu_weights(t.w.w), cdw = moe_ref_cpu_weights(cgw);
     moe_forward(cy, &ca, t.x, &cw, t.bias, &t.d, N);
     moe_backward(cdx, &cdw, t.dy, s->daux, &ca, t.x, &cw, &t.d, N);
 
     /* GPU, twice */
-    MoeGpuDims gd = {.C = C, .E = E, .k = k, .I = s->I, .n_shared = s->S, .sigmoid = s->sigmoid,
-                     .norm_topk = s->norm_topk, .scaling = s->scaling, .ep = 1, .ep_rank = 0};
+    MoeGpuDims gd = moe_ref_gpu_dims(&t.d);
     MoeUnfusedActs a;
     MoeUnfusedWork w;
     const int N_max = s->N_max > N ? s->N_max : N;
@@ -351,15 +282,15 @@ static void run_shape(const Shape *s) {
     CHECK_MSG(count_nan(o1.dx, nx) == 0, "[%s] NaN in dx", s->label);
     CHECK_MSG(e_dx < BF16_TOL, "[%s] dx: rel err %.3g >= %g", s->label, e_dx, BF16_TOL);
     for (int i = 0; i < W_COUNT; i++) {
-        if (t.wn[i] == 0) continue;
-        double e = rel_error_added(o1.gw[i], cgw[i], t.gw_init[i], t.wn[i]);
-        CHECK_MSG(count_nan(o1.gw[i], t.wn[i]) == 0, "[%s] NaN in d%s", s->label, wnames[i]);
+        if (t.w.n[i] == 0) continue;
+        double e = rel_error_added(o1.gw[i], cgw[i], t.gw_init[i], t.w.n[i]);
+        CHECK_MSG(count_nan(o1.gw[i], t.w.n[i]) == 0, "[%s] NaN in d%s", s->label, wnames[i]);
         CHECK_MSG(e < BF16_TOL, "[%s] d%s: rel err %.3g >= %g", s->label, wnames[i], e, BF16_TOL);
     }
 
     /* bitwise run to run */
     int same = memcmp(o1.y, o2.y, (size_t)nx * sizeof(float)) == 0 && memcmp(o1.dx, o2.dx, (size_t)nx * sizeof(float)) == 0;
-    for (int i = 0; i < W_COUNT; i++) same = same && memcmp(o1.gw[i], o2.gw[i], (size_t)t.wn[i] * sizeof(float)) == 0;
+    for (int i = 0; i < W_COUNT; i++) same = same && memcmp(o1.gw[i], o2.gw[i], (size_t)t.w.n[i] * sizeof(float)) == 0;
     same = same && memcmp(&o1.aux, &o2.aux, sizeof(double)) == 0;
     CHECK_MSG(same, "[%s] a second forward + backward is not bitwise identical", s->label);
     if (getenv("MOKC_TEST_VERBOSE"))
