@@ -48,6 +48,7 @@ typedef struct {
     GpuModel *gpu;
     GpuComms comms;
     char gpu_name[256];
+    char moe_note[256];         /* the backend note when it names a shape */
 #endif
 } Trainer;
 
@@ -96,8 +97,8 @@ static void fail_all(Trainer *tr, int code, const char *hint, const char *msg) {
     dist_exit(&tr->dist, code);
 }
 
-/* backend auto: the GPU when this binary has the CUDA backend and the machine a GPU. The MoE layer
- * on the GPU is the unfused one until the megakernel exists; the log says so. */
+/* backend auto: the GPU when this binary has the CUDA backend and the machine a GPU. On the GPU
+ * the note (which MoE layer runs) is written once the device is chosen: gpu_moe_note. */
 static void choose_backend(Trainer *tr) {
     enum backend_kind b = tr->cfg.backend;
 #ifdef MOKC_CUDA
@@ -106,13 +107,7 @@ static void choose_backend(Trainer *tr) {
         fail_all(tr, MOKC_EXIT_USAGE, "run on a machine with an NVIDIA GPU, or set \"backend\": \"cpu\"",
                  "backend: \"cuda\" but no GPU is visible to this process");
     tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && gpus > 0);
-    if (tr->use_gpu)
-        tr->backend_note = tr->cfg.moe_impl == MOE_IMPL_MOK && tr->cfg.moe.num_experts > 0
-                               ? "MoE layers: unfused (moe_impl \"mok\": the megakernel has no backward yet, "
-                                 "so training runs the unfused layer)"
-                               : "MoE layers: unfused";
-    else
-        tr->backend_note = b == BACKEND_AUTO ? "no GPU visible" : "as the spec asks";
+    if (!tr->use_gpu) tr->backend_note = b == BACKEND_AUTO ? "no GPU visible" : "as the spec asks";
 #else
     if (b == BACKEND_CUDA)
         fail_all(tr, MOKC_EXIT_USAGE, "set \"backend\": \"cpu\" or \"auto\", or build with nvcc and NCCL present",
@@ -120,6 +115,28 @@ static void choose_backend(Trainer *tr) {
     tr->backend_note = b == BACKEND_AUTO ? "this binary was built without CUDA" : "as the spec asks";
 #endif
 }
+
+#ifdef MOKC_CUDA
+/* The GPU backend's note: which MoE layer runs. moe_impl "mok" runs the megakernel's forward and
+ * the unfused backward (the megakernel has no backward yet), or the unfused layer when the
+ * megakernel cannot run the shape on this GPU and build (the model decides: gpu_model_moe_impl). */
+static void gpu_moe_note(Trainer *tr, enum moe_impl runs) {
+    const ModelDims *d = &tr->dims;
+    if (!model_layer_is_moe(d, d->L - 1))
+        tr->backend_note = "no MoE layers";
+    else if (runs == MOE_IMPL_MOK)
+        tr->backend_note = "MoE layers: mok forward (megakernel) + unfused backward";
+    else if (tr->cfg.moe_impl == MOE_IMPL_UNFUSED)
+        tr->backend_note = "MoE layers: unfused";
+    else {
+        snprintf(tr->moe_note, sizeof tr->moe_note,
+                 "MoE layers: unfused; moe_impl \"mok\" asked, but the megakernel cannot run hidden_size %d with "
+                 "moe_intermediate_size %d on this GPU and build",
+                 d->C, d->Im);
+        tr->backend_note = tr->moe_note;
+    }
+}
+#endif
 
 /* Every rank opens its data; a problem on any rank (one rank's file can differ) stops all of them
  * with the first failing rank's message, printed once. */
@@ -308,8 +325,9 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
         check_one_rank_per_gpu(tr, dev);
         gpu_describe(dev, tr->gpu_name, sizeof tr->gpu_name);
         gpu_comms_init(&tr->comms, &tr->dist);
-        tr->gpu = gpu_model_create(&tr->dims, &tr->table, &c->train, &tr->dist, &tr->comms, c->train.micro_batch,
-                                   c->train.seq_len);
+        tr->gpu = gpu_model_create(&tr->dims, &tr->table, &c->train, &tr->dist, &tr->comms,
+                                   c->train.micro_batch, c->train.seq_len, c->moe_impl);
+        gpu_moe_note(tr, gpu_model_moe_impl(tr->gpu));
     }
 #endif
     if (!tr->use_gpu) {

@@ -21,7 +21,13 @@ void memory_plan_add(MemoryPlan *p, const char *name, MemClass cls, size_t bytes
     p->class_bytes[cls] += (bytes + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-void memory_plan_note(MemoryPlan *p, MemClass cls, size_t bytes) { p->class_bytes[cls] += bytes; p->noted += bytes; }
+void memory_plan_note(MemoryPlan *p, const char *name, MemClass cls, size_t bytes) {
+    p->notes = realloc(p->notes, sizeof(MemNote) * (size_t)(p->n_notes + 1));
+    if (!p->notes) mokc_die(MOKC_EXIT_RUNTIME, NULL, "out of host memory building the GPU memory plan");
+    p->notes[p->n_notes++] = (MemNote){name, cls, bytes};
+    p->class_bytes[cls] += bytes;
+    p->noted += bytes;
+}
 
 static size_t total_bytes(const MemoryPlan *p) {
     size_t t = 0;
@@ -57,10 +63,16 @@ void memory_plan_allocate(MemoryPlan *p) {
     cudaCheck(cudaMemset(p->block, 0, own));
 }
 
-void memory_plan_print(const MemoryPlan *p) { printf("GPU memory plan: %s\n", p->summary); }
+void memory_plan_print(const MemoryPlan *p) {
+    printf("GPU memory plan: %s\n", p->summary);
+    for (int i = 0; i < p->n_notes; i++)
+        printf("  of which %s (%s): %.1f MiB\n", p->notes[i].name, class_name[p->notes[i].cls],
+               (double)p->notes[i].bytes / (1 << 20));
+}
 
 void memory_plan_free(MemoryPlan *p) {
     if (p->block) cudaFree(p->block);
     free(p->items);
+    free(p->notes);
     memset(p, 0, sizeof *p);
 }

@@ -18,10 +18,18 @@ typedef struct {
 } MemItem;
 
 typedef struct {
+    const char *name;
+    MemClass cls;
+    size_t bytes;
+} MemNote;
+
+typedef struct {
     MemItem *items;
     int count;
+    MemNote *notes;          /* memory other modules allocate themselves (memory_plan_note) */
+    int n_notes;
     size_t class_bytes[MEM_CLASSES];
-    size_t noted;            /* bytes other modules allocate themselves (memory_plan_note) */
+    size_t noted;            /* the notes' bytes in total */
     void *block;             /* one cudaMalloc holds every item (256-byte aligned) */
     char summary[512];       /* "params 12.0 MiB, grads ..., total ..." */
 } MemoryPlan;
@@ -29,8 +37,9 @@ typedef struct {
 void memory_plan_init(MemoryPlan *p);
 /* Declares a buffer; *dst is set by memory_plan_allocate. */
 void memory_plan_add(MemoryPlan *p, const char *name, MemClass cls, size_t bytes, void **dst);
-/* Counts memory that a module allocates itself (it appears in the printed plan and the OOM hint). */
-void memory_plan_note(MemoryPlan *p, MemClass cls, size_t bytes);
+/* Counts memory that a module allocates itself: it adds to its class in the summary and the OOM
+ * hint, and the printed plan lists it on a line of its own. name must outlive the plan. */
+void memory_plan_note(MemoryPlan *p, const char *name, MemClass cls, size_t bytes);
 /* Allocates everything; on failure stops with the plan and a hint. */
 void memory_plan_allocate(MemoryPlan *p);
 void memory_plan_print(const MemoryPlan *p);

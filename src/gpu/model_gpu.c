@@ -8,6 +8,9 @@
  * The backward walks the layers in reverse; after layer l it records an event on which the
  * communication stream starts summing layer l's gradients over the ranks (NCCL), while the
  * compute stream goes on with layer l-1.
+ * MoE layers: the unfused layer, or (moe_impl "mok" on a shape the megakernel handles) the
+ * megakernel's forward, one MoeMok shared by the layers, whose state moe_mok_bridge copies into
+ * the layer's MoeUnfusedActs for the unfused backward.
  */
 #include "gpu/model_gpu.h"
 
@@ -30,6 +33,8 @@
 #include "gpu/check.h"
 #include "gpu/gemm.h"
 #include "gpu/memory_plan.h"
+#include "gpu/moe_mok.h"
+#include "gpu/moe_mok_bridge.h"
 #include "gpu/moe_unfused.h"
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
@@ -73,8 +78,9 @@ struct GpuModel {
     AttentionWorkspace *attn;
     void *attn_mem;
     /* MoE */
-    MoeUnfusedActs *moe_acts;     /* [L], MoE layers only */
-    MoeUnfusedWork moe_work;
+    MoeUnfusedActs *moe_acts;     /* [L], MoE layers only: what the backward reads */
+    MoeUnfusedWork moe_work;      /* the unfused forward's and every backward's scratch */
+    MoeMok *moe_mok;              /* the megakernel's forward; NULL: the unfused forward */
     int has_moe;
 };
 
@@ -88,12 +94,20 @@ static int is_moe(const GpuModel *g, int l) { return model_layer_is_moe(g->d, l)
 
 #define PLAN(name, cls, count, type, ptr) memory_plan_add(&g->plan, name, cls, (size_t)(count) * sizeof(type), (void **)(ptr))
 
-/* The MoE layer's shape as the unfused layer takes it. */
+/* The MoE layer's shape as the GPU layers take it. */
 static MoeGpuDims moe_gpu_dims(const ModelDims *d) {
     MoeGpuDims md = {.C = d->C, .E = d->E, .k = d->k, .I = d->Im, .n_shared = d->S, .sigmoid = d->sigmoid,
                      .norm_topk = d->norm_topk, .scaling = d->scaling, .ep = d->ep, .ep_rank = d->ep_rank};
     return md;
 }
+
+/* The megakernel's forward runs when asked for and it can run the shape on this GPU and build. */
+static int runs_mok(const ModelDims *d, enum moe_impl requested) {
+    MoeGpuDims md = moe_gpu_dims(d);
+    return requested == MOE_IMPL_MOK && d->E > 0 && d->first_dense < d->L && moe_mok_supported(&md);
+}
+
+enum moe_impl gpu_model_moe_impl(const GpuModel *g) { return g->moe_mok ? MOE_IMPL_MOK : MOE_IMPL_UNFUSED; }
 
 static void plan_layer(GpuModel *g, int l) {
     const ModelDims *d = g->d;
@@ -163,8 +177,14 @@ static void plan_model(GpuModel *g) {
     if (g->has_moe) {
         MoeGpuDims md = moe_gpu_dims(d);
         size_t per_layer = moe_unfused_acts_bytes(&md, g->N);
-        memory_plan_note(&g->plan, MEM_ACTIVATIONS, per_layer * (size_t)(d->L - d->first_dense));
-        memory_plan_note(&g->plan, MEM_WORKSPACE, moe_unfused_work_bytes(&md, g->N));
+        memory_plan_note(&g->plan, "moe saved activations", MEM_ACTIVATIONS,
+                         per_layer * (size_t)(d->L - d->first_dense));
+        memory_plan_note(&g->plan, "moe unfused scratch", MEM_WORKSPACE, moe_unfused_work_bytes(&md, g->N));
+        if (g->moe_mok) {
+            size_t window = moe_mok_window_bytes(&md, g->N);
+            memory_plan_note(&g->plan, "moe megakernel scratch", MEM_WORKSPACE, moe_mok_bytes(&md, g->N) - window);
+            memory_plan_note(&g->plan, "moe symmetric window", MEM_WORKSPACE, window);
+        }
     }
 }
 
@@ -175,14 +195,16 @@ static void create_moe(GpuModel *g) {
     g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
     for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
     moe_unfused_work_create(&g->moe_work, &md, g->N, &mc);
+    if (g->moe_mok) moe_mok_create(g->moe_mok, &md, g->N, &mc, 0);
 }
 
 GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,
-                           const GpuComms *comms, int B, int T) {
+                                const GpuComms *comms, int B, int T, enum moe_impl moe_impl) {
     GpuModel *g = callocCheck(1, sizeof *g);
     g->d = d, g->t = t, g->tc = tc, g->dist = dist, g->comms = comms;
     g->B = B, g->T = T, g->N = B * T;
     g->has_moe = d->E > 0 && d->first_dense < d->L;
+    if (runs_mok(d, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
     g->head_rows = rows < 1 ? 1 : rows > (size_t)g->N ? g->N : (int)rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
@@ -213,8 +235,10 @@ void gpu_model_destroy(GpuModel *g) {
     if (g->has_moe) {
         for (int l = g->d->first_dense; l < g->d->L; l++) moe_unfused_acts_destroy(&g->moe_acts[l]);
         moe_unfused_work_destroy(&g->moe_work);
+        if (g->moe_mok) moe_mok_destroy(g->moe_mok);
     }
     free(g->moe_acts);
+    free(g->moe_mok);
     attention_workspace_free(g->attn);
     for (int l = 0; l <= g->d->L; l++) cudaEventDestroy(g->layer_done[l]);
     cudaEventDestroy(g->reduce_done);
@@ -286,8 +310,9 @@ static void upload_batch(GpuModel *g, const int *inputs, const int *targets) {
     if (targets) cudaCheck(cudaMemcpyAsync(g->targets, targets, bytes, cudaMemcpyHostToDevice, g->stream));
 }
 
-/* One layer forward; returns its aux loss (0 for a dense layer). */
-static double layer_forward(GpuModel *g, int l) {
+/* One layer forward; returns its aux loss (0 for a dense layer). with_grad: a backward follows, so
+ * an MoE layer keeps its state in g->moe_acts[l]. */
+static double layer_forward(GpuModel *g, int l, int with_grad) {
     const ModelDims *d = g->d;
     const LayerOffsets *o = &g->t->layers[l];
     LayerActs *a = &g->layers[l];
@@ -314,10 +339,23 @@ static double layer_forward(GpuModel *g, int l) {
         return 0;
     }
     MoeGpuWeights w = moe_weights(g, o);
-    moe_unfused_forward(g->moe_out, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w,
-                        g->expert_bias + (size_t)l * d->E, N, s);
+    MoeUnfusedActs *ma = &g->moe_acts[l];
+    const float *bias = g->expert_bias + (size_t)l * d->E;
+    double aux;
+    if (!g->moe_mok) {
+        moe_unfused_forward(g->moe_out, ma, &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
+        aux = ma->aux_loss;
+    } else {
+        moe_mok_forward(g->moe_out, g->moe_mok, a->ln2_f32, a->ln2, &w, bias, N, s);
+        if (with_grad) {
+            moe_mok_bridge(ma, &g->moe_work, g->moe_mok, s);
+            aux = ma->aux_loss;
+        } else {
+            aux = moe_mok_aux_loss(g->moe_mok, s);
+        }
+    }
     gpu_add_f32(x_next, g->moe_out, (long)N * C, s);
-    return g->moe_acts[l].aux_loss;
+    return aux;
 }
 
 /* Final norm, LM head and cross-entropy in chunks of rows. With dloss_scale > 0 each chunk's
@@ -355,7 +393,7 @@ static double forward(GpuModel *g, const int *inputs, const int *targets, int wi
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
     for (int l = 0; l < d->L; l++) {
-        aux += layer_forward(g, l);
+        aux += layer_forward(g, l, with_grad);
         if (load && is_moe(g, l))
             for (int e = 0; e < d->E; e++) load[(size_t)l * d->E + e] += g->moe_acts[l].h_counts[e];
     }

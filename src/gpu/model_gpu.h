@@ -2,7 +2,8 @@
  * The whole model on the GPU: parameters (fp32 masters and their bf16 copies), gradients and AdamW
  * moments in the parameter table's flat layout, activations from one memory plan, and the forward
  * and backward of a micro-batch composed from the kernels (kernels/), cuBLAS (gpu/gemm.h) and
- * the unfused MoE layer. Gradients are summed over the ranks by NCCL on a second stream, one
+ * the MoE layer: unfused, or the megakernel's forward with the unfused backward (gpu/moe_mok.h,
+ * gpu/moe_mok_bridge.h). Gradients are summed over the ranks by NCCL on a second stream, one
  * layer at a time as the backward finishes it, overlapped with the layers still to go.
  * Same function as the CPU reference (src/cpu/model_cpu.h) with the numerics of DESIGN.md.
  */
@@ -19,11 +20,16 @@
 typedef struct GpuModel GpuModel;
 
 /* Builds the memory plan for micro-batch B x T, allocates it (printing nothing) and creates the
- * streams and handles. The model holds pointers to d, t, dist and comms: they must outlive it. */
+ * streams, handles and MoE layers: with moe_impl MOE_IMPL_MOK, the megakernel's forward (a
+ * collective over comms->ep) and the unfused backward when the megakernel can run the shape on
+ * this GPU and build (moe_mok_supported), else the unfused layer. The model holds pointers to d,
+ * t, dist and comms: they must outlive it. */
 GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,
-                           const GpuComms *comms, int B, int T);
+                           const GpuComms *comms, int B, int T, enum moe_impl moe_impl);
+/* What the MoE layers' forward runs: MOE_IMPL_MOK or MOE_IMPL_UNFUSED (also without MoE layers). */
+enum moe_impl gpu_model_moe_impl(const GpuModel *g);
 void gpu_model_destroy(GpuModel *g);
-/* "GPU memory plan: parameters ... MiB, ..." */
+/* "GPU memory plan: parameters ... MiB, ...", then a line per buffer set allocated apart (MoE). */
 void gpu_model_print_plan(const GpuModel *g);
 
 /* Host <-> device copies of the optimizer state (fresh start, checkpoints and resume). m and v

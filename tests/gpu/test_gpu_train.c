@@ -2,7 +2,9 @@
  * Training on the GPU backend through the binary, against the CPU reference: 20 steps on 1 GPU,
  * and on 2 GPUs with ep = 2 and with dp = 2 (same global batch), track the CPU's losses within
  * 2e-2; two identical GPU runs give identical losses and weights, bit for bit, and so does a run
- * resumed from a checkpoint.
+ * resumed from a checkpoint. moe_impl "mok" (the megakernel's forward, the unfused backward)
+ * tracks moe_impl "unfused" within 1e-2 at every step, training and validation losses, on 1 GPU
+ * and on 2 GPUs with ep = 2, and repeats bit for bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +26,13 @@ static const char *spec_json =
     " \"data\": {\"train\": \"%s/corpus.h5\"}, \"log\": {\"every\": 5}, \"moe_impl\": \"unfused\"}";
 
 static char dir[4200], spec[4300];
+static char run_out[65536]; /* the output of the last run */
 
-static void setup_corpus(void) {
+/* val_fraction > 0: dir/corpus-val.h5 too. */
+static void setup_corpus(double val_fraction) {
     snprintf(dir, sizeof dir, "%s", test_tmpdir());
     snprintf(spec, sizeof spec, "%s/spec.json", dir);
-    test_prepare_corpus(dir, 0);
+    test_prepare_corpus(dir, val_fraction);
     test_write_file(spec, spec_json, STEPS, dir);
 }
 
@@ -40,34 +44,49 @@ static int gpus(void) {
 
 /* Runs np ranks (np = 0: no mpirun) and returns the loss curve; extra is appended. */
 static int run(int np, const char *tag, const char *extra, double *loss) {
-    char cmd[16000], out[65536], metrics[4400], launcher[256] = "";
+    char cmd[16000], metrics[4400], launcher[256] = "";
     snprintf(metrics, sizeof metrics, "%s/%s.jsonl", dir, tag);
     if (np > 0)
         snprintf(launcher, sizeof launcher, "timeout 300 mpirun -np %d %s", np, geteuid() == 0 ? "--allow-run-as-root" : "");
     snprintf(cmd, sizeof cmd, "NCCL_NVLS_ENABLE=0 %s %s train %s --set log.metrics_path=%s %s", launcher,
              test_mokc_binary(), spec, metrics, extra);
-    int rc = test_run(cmd, out, sizeof out);
-    CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, out);
+    int rc = test_run(cmd, run_out, sizeof run_out);
+    CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, run_out);
     return test_read_metric(metrics, "loss", loss, STEPS);
 }
 
-static void check_tracks(const double *ref, const double *loss, int n, const char *tag) {
-    CHECK_EQ_INT(n, STEPS);
+/* The validation losses of run `tag` (one per validation pass). */
+static int read_val(const char *tag, double *val) {
+    char metrics[4400];
+    snprintf(metrics, sizeof metrics, "%s/%s.jsonl", dir, tag);
+    return test_read_metric(metrics, "val_loss", val, STEPS);
+}
+
+/* loss[i] against ref[i] relative (n values, n_ref from the reference run), NaN failing; what =
+ * "loss" or "val loss", at_name = what an index counts ("step" or "validation pass"). */
+static void check_tracks_as(const double *ref, int n_ref, const double *loss, int n, double tol, const char *tag,
+                            const char *ref_name, const char *what, const char *at_name) {
+    CHECK_MSG(n == n_ref && n > 0, "%s: %d %s values against %d from %s", tag, n, what, n_ref, ref_name);
+    if (n != n_ref || n == 0) return;
     double worst = 0;
     int at = 0;
     for (int i = 0; i < n; i++) {
         double rel = fabs(loss[i] - ref[i]) / fabs(ref[i]);
-        if (rel > worst) worst = rel, at = i;
+        if (isnan(rel) || rel > worst) worst = isnan(rel) ? INFINITY : rel, at = i;
     }
-    printf("      %s: worst relative loss difference to the CPU %.3g at step %d (%.5f vs %.5f)\n", tag, worst, at + 1,
-           loss[at], ref[at]);
-    CHECK_MSG(worst < 2e-2, "%s: loss differs from the CPU reference by %.3g relative at step %d (%.5f vs %.5f)", tag,
-              worst, at + 1, loss[at], ref[at]);
+    printf("      %s: worst relative %s difference to %s %.3g at %s %d (%.5f vs %.5f)\n", tag, what, ref_name, worst,
+           at_name, at + 1, loss[at], ref[at]);
+    CHECK_MSG(worst < tol, "%s: %s differs from %s by %.3g relative at %s %d (%.5f vs %.5f)", tag, what, ref_name,
+              worst, at_name, at + 1, loss[at], ref[at]);
+}
+
+static void check_tracks(const double *ref, const double *loss, int n, const char *tag) {
+    check_tracks_as(ref, STEPS, loss, n, 2e-2, tag, "the CPU reference", "loss", "step");
 }
 
 static void test_gpu_tracks_cpu(void) {
     if (!gpu_test_begin()) return;
-    setup_corpus();
+    setup_corpus(0);
     double ref[STEPS], loss[STEPS];
     CHECK_EQ_INT(run(0, "cpu", "--set backend=cpu", ref), STEPS);
     CHECK_MSG(ref[STEPS - 1] < ref[0] - 1.0, "the CPU curve must fall: %.4f -> %.4f", ref[0], ref[STEPS - 1]);
@@ -84,7 +103,7 @@ static void test_gpu_tracks_cpu(void) {
 
 static void test_gpu_runs_repeat_bitwise(void) {
     if (!gpu_test_begin()) return;
-    setup_corpus();
+    setup_corpus(0);
     double a[STEPS], b[STEPS];
     char extra[2][9000];
     for (int r = 0; r < 2; r++)
@@ -103,7 +122,7 @@ static void test_gpu_runs_repeat_bitwise(void) {
  * data position all restored). The resumed run keeps its metrics lines up to step 10 and appends. */
 static void test_gpu_resume_bitwise(void) {
     if (!gpu_test_begin()) return;
-    setup_corpus();
+    setup_corpus(0);
     double a[STEPS], b[STEPS];
     char straight[9000], resumed[9000], cmd[9000], out[1024];
     snprintf(straight, sizeof straight, "--set backend=cuda --set checkpoint.dir=%s/s --set checkpoint.every=10", dir);
@@ -120,5 +139,59 @@ static void test_gpu_resume_bitwise(void) {
     CHECK(test_h5_same_group(ma, mb, "params") > 10);
 }
 
+/* Two runs' values are the same bits; fails with the first difference. at_name as above. */
+static void check_same(const double *a, int na, const double *b, int nb, const char *tag, const char *what,
+                       const char *at_name) {
+    CHECK_MSG(na == nb, "%s: two identical mok runs logged %d and %d %s values", tag, na, nb, what);
+    int at = -1;
+    for (int i = 0; at < 0 && i < na && i < nb; i++)
+        if (memcmp(&a[i], &b[i], sizeof(double)) != 0) at = i;
+    CHECK_MSG(at < 0, "%s: two identical mok runs differ in %s at %s %d (%.17g vs %.17g)", tag, what, at_name, at + 1,
+              at < 0 ? 0.0 : a[at], at < 0 ? 0.0 : b[at]);
+}
+
+/* moe_impl "mok" against "unfused" on one layout (np ranks, settings `layout`; run files named
+ * after `name`): the training and validation losses (validation runs gpu_model_evaluate) track
+ * within 1e-2 relative at every step, the mok run says it runs the megakernel and lists its
+ * window in the memory plan, and a second mok run repeats the first bit for bit. */
+static void check_mok_tracks_unfused(int np, const char *layout, const char *name, const char *tag) {
+    char base[9000], mok[9200], t_ref[64], t_mok[64], t_again[64];
+    snprintf(base, sizeof base, "--set backend=cuda --set data.val=%s/corpus-val.h5 --set data.val_every=5 "
+             "--set data.val_batches=2 %s", dir, layout);
+    snprintf(mok, sizeof mok, "%s --set moe_impl=mok", base);
+    snprintf(t_ref, sizeof t_ref, "%s_unfused", name);
+    snprintf(t_mok, sizeof t_mok, "%s_mok", name);
+    snprintf(t_again, sizeof t_again, "%s_mok_again", name);
+    double ref[STEPS], loss[STEPS], again[STEPS], vref[STEPS], vloss[STEPS], vagain[STEPS];
+    const int n_ref = run(np, t_ref, base, ref), nv_ref = read_val(t_ref, vref);
+    CHECK_STR_CONTAINS(run_out, "MoE layers: unfused");
+    CHECK_EQ_INT(n_ref, STEPS);
+    const int n = run(np, t_mok, mok, loss), nv = read_val(t_mok, vloss);
+    CHECK_STR_CONTAINS(run_out, "MoE layers: mok forward (megakernel) + unfused backward");
+    CHECK_STR_CONTAINS(run_out, "moe symmetric window");
+    check_tracks_as(ref, n_ref, loss, n, 1e-2, tag, "the unfused run", "loss", "step");
+    check_tracks_as(vref, nv_ref, vloss, nv, 1e-2, tag, "the unfused run", "val loss", "validation pass");
+    const int n_again = run(np, t_again, mok, again), nv_again = read_val(t_again, vagain);
+    check_same(loss, n, again, n_again, tag, "loss", "step");
+    check_same(vloss, nv, vagain, nv_again, tag, "val loss", "validation pass");
+}
+
+static void test_gpu_mok_tracks_unfused(void) {
+    if (!gpu_test_begin()) return;
+    setup_corpus(0.1);
+    check_mok_tracks_unfused(0, "", "gpu1", "1 GPU");
+}
+
+static void test_gpu_mok_tracks_unfused_ep2(void) {
+    if (!gpu_test_begin()) return;
+    if (gpus() < 2) {
+        test_skip("needs 2 GPUs");
+        return;
+    }
+    setup_corpus(0.1);
+    check_mok_tracks_unfused(2, "--set parallel.ep=2 --set train.micro_batch=4", "gpu_ep2", "2 GPUs, ep=2");
+}
+
 TEST_SUITE(gpu_train, TEST_CASE(test_gpu_tracks_cpu), TEST_CASE(test_gpu_runs_repeat_bitwise),
-           TEST_CASE(test_gpu_resume_bitwise));
+           TEST_CASE(test_gpu_resume_bitwise), TEST_CASE(test_gpu_mok_tracks_unfused),
+           TEST_CASE(test_gpu_mok_tracks_unfused_ep2));

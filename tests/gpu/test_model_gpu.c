@@ -58,7 +58,7 @@ static void compare_model(int tie, int sigmoid) {
     dist.world = dist.ep = dist.dp = 1;
     GpuComms comms = {0};
     TrainConfig tc = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-    GpuModel *gm = gpu_model_create(&d, &t, &tc, &dist, &comms, B, T);
+    GpuModel *gm = gpu_model_create(&d, &t, &tc, &dist, &comms, B, T, MOE_IMPL_UNFUSED);
     gpu_model_upload_state(gm, p, NULL, NULL);
     gpu_model_set_expert_bias(gm, bias);
     float *g_gpu[2];
