@@ -6,11 +6,11 @@
  *  - M tiles of 128 rows (tile_m = 128), tasks of 128 x 256: every weight byte brought into shared
  *    memory serves 128 rows (the layer is bound by L2 -> SM traffic: 64 x 256 tasks measured 2.17 ms
  *    at E=128 H=2048 I=768, 5.8 TB/s of tile loads).
- *  - one block per SM, 384 threads = 3 warpgroups. Warpgroup 0 (48 registers a thread): lane 0 of
+ *  - one block per SM, 384 threads = 3 warpgroups. Warpgroup 0 (64 registers a thread): lane 0 of
  *    warp 0 is the producer (takes the tickets, waits on the counters, issues the TMA loads into a
  *    ring of SM90_STAGES stages, hands each task to the consumers through a 2-slot task ring);
  *    warps 1-3 pull dispatched rows (in the first n_comm blocks). Warpgroups 1 and 2 consume
- *    (224 registers): consumer w computes rows [64w, 64w + 64) of the task, all 256 columns, with
+ *    (208 registers): consumer w computes rows [64w, 64w + 64) of the task, all 256 columns, with
  *    wgmma m64n256k16 into 128 fp32 registers a thread, then its epilogue.
  *  - gate/up task (mt, 128 columns of I): the 256 columns are [n0, n0 + 128) of w_gate then the
  *    same of w_up, so SwiGLU is elementwise in registers; the task is done when both consumers
@@ -44,6 +44,13 @@ extern "C" {
 #define SM90_A_BYTES (SM90_BM * 64 * 2)     /* one A box: 128 rows x 64 K */
 #define SM90_B_BYTES (4 * SM90_PANEL_BYTES) /* 256 columns */
 #define SM90_STAGING_BYTES (2 * 64 * 128 * 2) /* per consumer: 64 x 128 bf16, 16-byte chunks swizzled */
+
+/* TMA maps of xr and h (2D, boxes of 64 K x 128 rows) and of the (El, K, N) weights (3D, 64 x 64
+ * x 1 boxes), all 128-byte swizzled; encoded at each launch from the pointers in MokFwdParams (a
+ * kernel parameter of their own: CUtensorMap's 64-byte alignment stays out of host structs). */
+typedef struct {
+    CUtensorMap xr, h, w_gate, w_up, w_down;
+} Sm90Maps;
 
 typedef struct {
     uint64_t full[SM90_STAGES], empty[SM90_STAGES];
@@ -106,7 +113,7 @@ __device__ void sm90_dispatch(const MokFwdParams &p, int MT) {
 }
 
 /* One thread: tickets -> counters -> TMA loads. */
-__device__ void sm90_produce(const MokFwdParams &p, Sm90Bars *bars, unsigned char *sA, unsigned char *sB, long n_gu,
+__device__ void sm90_produce(const MokFwdParams &p, const Sm90Maps &tm, Sm90Bars *bars, unsigned char *sA, unsigned char *sB, long n_gu,
                              long total, int nI, int nC) {
     int stage = 0, ts = 0;
     unsigned phase = 0, tphase = 0;
@@ -139,11 +146,11 @@ __device__ void sm90_produce(const MokFwdParams &p, Sm90Bars *bars, unsigned cha
             sm90_wait(p, &bars->empty[stage], phase ^ 1u, (int)t);
             uint64_t *full = &bars->full[stage];
             mok_mbar_arrive_expect_tx(full, bytes);
-            mok_tma_load_2d(sA + stage * SM90_A_BYTES, k.down ? &p.tm_h : &p.tm_xr, full, kb * SM90_BK, r0);
+            mok_tma_load_2d(sA + stage * SM90_A_BYTES, k.down ? &tm.h : &tm.xr, full, kb * SM90_BK, r0);
             unsigned char *b = sB + stage * SM90_B_BYTES;
             for (int j = 0; j < 4; j++) {
                 if (col[j] >= N) continue;
-                const CUtensorMap *map = k.down ? &p.tm_w_down : j >= 2 ? &p.tm_w_up : &p.tm_w_gate;
+                const CUtensorMap *map = k.down ? &tm.w_down : j >= 2 ? &tm.w_up : &tm.w_gate;
                 mok_tma_load_3d(b + j * SM90_PANEL_BYTES, map, full, col[j], kb * SM90_BK, el);
             }
             if (++stage == SM90_STAGES) stage = 0, phase ^= 1u;
@@ -280,7 +287,7 @@ __device__ __forceinline__ void sm90_consume(const MokFwdParams &p, Sm90Bars *ba
     }
 }
 
-__global__ void __launch_bounds__(SM90_THREADS, 1) mok_forward_sm90_kernel(const __grid_constant__ MokFwdParams p) {
+__global__ void __launch_bounds__(SM90_THREADS, 1) mok_forward_sm90_kernel(const __grid_constant__ MokFwdParams p, const __grid_constant__ Sm90Maps tm) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
@@ -303,15 +310,15 @@ __global__ void __launch_bounds__(SM90_THREADS, 1) mok_forward_sm90_kernel(const
     __syncthreads();
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
-        mok_setmaxnreg_dec<48>();
+        mok_setmaxnreg_dec<64>();
         if (threadIdx.x == 0) {
-            if (!p.dispatch_only) sm90_produce(p, bars, sA, sB, n_gu, total, nI, nC);
+            if (!p.dispatch_only) sm90_produce(p, tm, bars, sA, sB, n_gu, total, nI, nC);
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
             sm90_dispatch(p, MT);
         }
         return;
     }
-    mok_setmaxnreg_inc<224>();
+    mok_setmaxnreg_inc<208>();
     if (p.dispatch_only) return;
     sm90_consume(p, bars, sA, sB, stg + (wg - 1) * 64 * 128, wg - 1, n_gu, total, nI, nC);
 #else
@@ -375,15 +382,16 @@ extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaS
                                        SM90_SMEM_BYTES));
         attr_set = 1;
     }
-    MokFwdParams p = *pin;
+    const MokFwdParams &p = *pin;
     if (p.tile_m != SM90_BM)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the wgmma tile needs tile_m = %d, not %d (internal)", SM90_BM,
                  p.tile_m);
-    sm90_encode(&p.tm_xr, p.xr, 2, p.C, p.R_max, 1, SM90_BM);
-    sm90_encode(&p.tm_h, p.h, 2, p.I, p.R_max, 1, SM90_BM);
-    sm90_encode(&p.tm_w_gate, p.w_gate, 3, p.I, p.C, p.El, 64);
-    sm90_encode(&p.tm_w_up, p.w_up, 3, p.I, p.C, p.El, 64);
-    sm90_encode(&p.tm_w_down, p.w_down, 3, p.C, p.I, p.El, 64);
-    mok_forward_sm90_kernel<<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p);
+    Sm90Maps tm;
+    sm90_encode(&tm.xr, p.xr, 2, p.C, p.R_max, 1, SM90_BM);
+    sm90_encode(&tm.h, p.h, 2, p.I, p.R_max, 1, SM90_BM);
+    sm90_encode(&tm.w_gate, p.w_gate, 3, p.I, p.C, p.El, 64);
+    sm90_encode(&tm.w_up, p.w_up, 3, p.I, p.C, p.El, 64);
+    sm90_encode(&tm.w_down, p.w_down, 3, p.C, p.I, p.El, 64);
+    mok_forward_sm90_kernel<<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
 }
