@@ -43,8 +43,11 @@ LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 
 NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
              -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
+# The host code learns the build's compute capability (sm_90a -> 90, sm_100a -> 100) to refuse a
+# GPU the kernels cannot run on (src/gpu/device.c): 'a' targets load on that capability only.
+BUILD_CC := $(patsubst sm_%a,%,$(ARCH))
 ifeq ($(WITH_CUDA),1)
-CFLAGS += -DMOKC_CUDA -I$(CUDA_HOME)/include $(if $(filter-out /usr/include $(CUDA_HOME)/include,$(NCCL_INC)),-I$(NCCL_INC))
+CFLAGS += -DMOKC_CUDA -DMOKC_BUILD_CC=$(BUILD_CC) -I$(CUDA_HOME)/include $(if $(filter-out /usr/include $(CUDA_HOME)/include,$(NCCL_INC)),-I$(NCCL_INC))
 LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcublasLt -lcublas -lnccl -lcudart -lstdc++
 endif
 
@@ -55,10 +58,11 @@ REAL_SRCS := $(shell grep -l '^\#include "cpu/real.h"\|^\#include "real.h"' src/
 CU_SRCS := $(if $(filter 1,$(WITH_CUDA)),$(shell find kernels -name '*.cu' 2>/dev/null))
 TEST_SRCS := $(wildcard tests/*.c) $(if $(filter 1,$(WITH_CUDA)),$(wildcard tests/gpu/*.c))
 
-LIB_OBJS := $(HOST_SRCS:%.c=$(BUILD)/%.o) $(REAL_SRCS:%.c=$(BUILD)/%.f64.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJS := $(HOST_SRCS:%.c=$(BUILD)/%.o) $(REAL_SRCS:%.c=$(BUILD)/%.f64.o) $(CU_OBJS)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps check-deps run test asan fuzz data clean help ptx sass
+.PHONY: all deps check-deps run test asan fuzz data clean help ptx sass cuda-objs
 all: check-deps mokc
 
 check-deps:
@@ -164,6 +168,13 @@ data: deps
 run: data
 	@bash scripts/run-tiny.sh
 
+# Everything that depends on ARCH: the CUDA objects and the host file that checks the GPU against
+# the build. CI compiles these for the second architecture (make ARCH=sm_100a BUILD=build/sm100
+# cuda-objs): the rest of the host code is the same for both.
+cuda-objs: check-deps
+	@test "$(WITH_CUDA)" = 1 || { echo "the CUDA backend is off (no nvcc/nccl, or NO_CUDA=1)"; exit 1; }
+	@$(MAKE) --no-print-directory $(CU_OBJS) $(BUILD)/src/gpu/device.o
+
 ptx sass: check-deps
 	@test "$(WITH_CUDA)" = 1 || { echo "the CUDA backend is off (no nvcc/nccl, or NO_CUDA=1)"; exit 1; }
 	@mkdir -p $(BUILD)/$@; for f in $(CU_SRCS); do \
@@ -176,7 +187,7 @@ clean:
 	rm -rf build mokc
 
 help:
-	@echo "targets: all (default) deps run test asan fuzz data ptx sass clean"
+	@echo "targets: all (default) deps run test asan fuzz data ptx sass cuda-objs clean"
 	@echo "options: NO_CUDA=0|1  ARCH=sm_90a|sm_100a  SAN=0|1  CPU_ARCH=native|<gcc -march>  T=<test filter>  FUZZ_SECONDS=<s>"
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

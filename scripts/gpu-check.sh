@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check (run on a machine with NVIDIA GPUs): build with the CUDA backend, run every test
 # (the GPU suites run instead of skipping; multi-GPU tests need 2 GPUs). With 2 GPUs or more, also
-# the EP2 check of the MoE layers (scripts/gpu-moe-ep2-check.sh without its timing section) and the
-# MoE layer benchmark, mok and unfused in one run, on the Qwen3-30B-A3B- and Kimi-K2-like shapes
+# the EP2 check of the MoE layers (scripts/gpu-moe-ep2-check.sh without its timing section), the
+# rank-to-GPU mapping check (scripts/gpu-mapping-check.sh), the megakernel's fallback without NVLink
+# peers (scripts/gpu-lsa-fallback-check.sh) and the MoE layer benchmark, mok and unfused in one run, on the Qwen3-30B-A3B- and Kimi-K2-like shapes
 # (configs/bench/). Logs and the benchmark's JSON lines (bench-<shape>.jsonl) go to $OUT (or
-# ./gpu-check-out); the summary table comes last. Exits non-zero if the build, the tests, the EP2
-# check or a benchmark fails. About 5 minutes on 2×H200 after a warm build.
+# ./gpu-check-out); the summary table comes last. Exits non-zero if the build, the tests, one of
+# the checks or a benchmark fails. About 5 minutes on 2×H200 after a warm build.
 # Usage: scripts/gpu-check.sh [test-filter]    e.g. scripts/gpu-check.sh gpu_   (a filter: tests only)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -32,7 +33,7 @@ tests_rc=$?
 tests_s=$(since "$start")
 grep -E "^(FAIL|skip)|FAIL " "$out/tests.log" | head -60
 
-ep2_rc=skipped ep2_s=0 bench_rc=skipped bench_s=0
+ep2_rc=skipped ep2_s=0 bench_rc=skipped bench_s=0 map_rc=skipped map_s=0 lsa_rc=skipped lsa_s=0
 shapes="qwen3-30b-a3b-like kimi-k2-like"
 if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
   start=$(date +%s)
@@ -40,6 +41,18 @@ if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
   ep2_rc=$?
   ep2_s=$(since "$start")
   grep -E "FAIL|^gpu-moe-ep2-check:" "$out/ep2-check.log" | head -30
+
+  start=$(date +%s)
+  scripts/gpu-mapping-check.sh > "$out/mapping-check.log" 2>&1
+  map_rc=$?
+  map_s=$(since "$start")
+  grep -E "FAIL" "$out/mapping-check.log" | head -10
+
+  start=$(date +%s)
+  scripts/gpu-lsa-fallback-check.sh > "$out/lsa-fallback-check.log" 2>&1
+  lsa_rc=$?
+  lsa_s=$(since "$start")
+  grep -E "FAIL" "$out/lsa-fallback-check.log" | head -10
 
   start=$(date +%s)
   bench_rc=0
@@ -60,6 +73,10 @@ printf "%-16s %-11s %5ss  %s\n" build ok "$build_s" ""
 printf "%-16s %-11s %5ss  %s\n" tests "rc=$tests_rc" "$tests_s" "$(tail -1 "$out/tests.log")"
 printf "%-16s %-11s %5ss  %s\n" "moe ep2 check" "rc=$ep2_rc" "$ep2_s" \
   "$( [ -f "$out/ep2-check.log" ] && [ "$ep2_rc" != skipped ] && tail -1 "$out/ep2-check.log")"
+printf "%-16s %-11s %5ss  %s\n" "gpu mapping" "rc=$map_rc" "$map_s" \
+  "$( [ "$map_rc" != skipped ] && tail -1 "$out/mapping-check.log")"
+printf "%-16s %-11s %5ss  %s\n" "mok fallback" "rc=$lsa_rc" "$lsa_s" \
+  "$( [ "$lsa_rc" != skipped ] && tail -1 "$out/lsa-fallback-check.log")"
 printf "%-16s %-11s %5ss  %s\n" "bench moe" "rc=$bench_rc" "$bench_s" \
   "$([ "$bench_rc" = skipped ] && echo "needs 2 GPUs and no test filter")"
 if [ "$bench_rc" != skipped ]; then
@@ -76,5 +93,5 @@ if [ "$bench_rc" != skipped ]; then
 fi
 
 rc=$tests_rc
-for r in "$ep2_rc" "$bench_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
+for r in "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
 exit "$rc"

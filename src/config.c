@@ -29,7 +29,7 @@ typedef struct {
 static const char *const scoring_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const schedule_choices[] = {"cosine", "linear", "constant", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const moe_impl_choices[] = {"mok", "unfused", NULL};
+static const char *const moe_impl_choices[] = {"auto", "mok", "unfused", NULL};
 
 #define OFF(field) offsetof(MokcConfig, field)
 #define BIG 1073741824.0
@@ -88,7 +88,8 @@ static const KeyDesc keys[] = {
     STR("log.metrics_path", log.metrics_path, "JSON-lines file, one object per step; \"\" = none"),
     INT("log.every", log.every, 1, 1, BIG, "steps between progress lines"),
     ENUMK("backend", backend, "auto", backend_choices, "auto = cuda when a GPU is present and built in, else cpu"),
-    ENUMK("moe_impl", moe_impl, "mok", moe_impl_choices, "GPU MoE layer: the fused megakernel or the unfused baseline"),
+    ENUMK("moe_impl", moe_impl, "auto", moe_impl_choices,
+          "GPU MoE layer: auto = the megakernel where it runs (else unfused, said at start); mok = the megakernel or stop; unfused = the baseline"),
 };
 #define N_KEYS ((int)(sizeof(keys) / sizeof(keys[0])))
 

@@ -14,7 +14,7 @@
 enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
 enum lr_schedule { LR_COSINE, LR_LINEAR, LR_CONSTANT };
 enum backend_kind { BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA };
-enum moe_impl { MOE_IMPL_MOK, MOE_IMPL_UNFUSED };
+enum moe_impl { MOE_IMPL_AUTO, MOE_IMPL_MOK, MOE_IMPL_UNFUSED };
 
 #define CONFIG_PATH_MAX 4096
 

@@ -48,7 +48,7 @@ typedef struct {
     GpuModel *gpu;
     GpuComms comms;
     char gpu_name[256];
-    char moe_note[256];         /* the backend note when it names a shape */
+    char moe_note[384];         /* the backend note when it says why mok does not run */
 #endif
 } Trainer;
 
@@ -117,22 +117,20 @@ static void choose_backend(Trainer *tr) {
 }
 
 #ifdef MOKC_CUDA
-/* The GPU backend's note: which MoE layer runs. moe_impl "mok" runs the megakernel's forward and
- * the unfused backward (the megakernel has no backward yet), or the unfused layer when the
- * megakernel cannot run the shape on this GPU and build (the model decides: gpu_model_moe_impl). */
-static void gpu_moe_note(Trainer *tr, enum moe_impl runs) {
+/* The GPU backend's note: which MoE layer runs (the model decides: gpu_model_moe_impl). The
+ * megakernel runs the forward and the unfused layer the backward (the megakernel's backward is
+ * issue 8); "auto" says why it fell back to the unfused layer. */
+static void gpu_moe_note(Trainer *tr, const GpuModel *g) {
     const ModelDims *d = &tr->dims;
     if (!model_layer_is_moe(d, d->L - 1))
         tr->backend_note = "no MoE layers";
-    else if (runs == MOE_IMPL_MOK)
+    else if (gpu_model_moe_impl(g) == MOE_IMPL_MOK)
         tr->backend_note = "MoE layers: mok forward (megakernel) + unfused backward";
     else if (tr->cfg.moe_impl == MOE_IMPL_UNFUSED)
         tr->backend_note = "MoE layers: unfused";
     else {
-        snprintf(tr->moe_note, sizeof tr->moe_note,
-                 "MoE layers: unfused; moe_impl \"mok\" asked, but the megakernel cannot run hidden_size %d with "
-                 "moe_intermediate_size %d on this GPU and build",
-                 d->C, d->Im);
+        snprintf(tr->moe_note, sizeof tr->moe_note, "MoE layers: unfused; mok unavailable: %s",
+                 gpu_model_moe_why(g));
         tr->backend_note = tr->moe_note;
     }
 }
@@ -327,7 +325,7 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
         gpu_comms_init(&tr->comms, &tr->dist);
         tr->gpu = gpu_model_create(&tr->dims, &tr->table, &c->train, &tr->dist, &tr->comms,
                                    c->train.micro_batch, c->train.seq_len, c->moe_impl);
-        gpu_moe_note(tr, gpu_model_moe_impl(tr->gpu));
+        gpu_moe_note(tr, tr->gpu);
     }
 #endif
     if (!tr->use_gpu) {

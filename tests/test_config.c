@@ -252,7 +252,7 @@ static void defaults_applied(void) {
     CHECK(c.log.metrics_path[0] == 0);
     CHECK_EQ_INT(c.log.every, 1);
     CHECK_EQ_INT(c.backend, BACKEND_AUTO);
-    CHECK_EQ_INT(c.moe_impl, MOE_IMPL_MOK);
+    CHECK_EQ_INT(c.moe_impl, MOE_IMPL_AUTO);
     CHECK(c.source[0] == 0);
     CHECK(!config_layer_is_moe(&c, 0));
 

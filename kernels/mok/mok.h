@@ -35,7 +35,6 @@
 #ifndef MOKC_KERNELS_MOK_MOK_H
 #define MOKC_KERNELS_MOK_MOK_H
 
-#include <cuda.h>
 #include <nccl.h>
 #include <stddef.h>
 
@@ -76,9 +75,6 @@ typedef struct {
 } MokError;
 
 typedef struct {
-    /* wgmma tile only (mok_forward_launch fills them): TMA maps of xr and h (2D, boxes of 64 K x
-     * 128 rows) and of the (El, K, N) weights (3D, 64 x 64 x 1 boxes), all 128-byte swizzled. */
-    CUtensorMap tm_xr, tm_h, tm_w_gate, tm_w_up, tm_w_down;
     bf16_t *xr;                  /* (R_max, C) dispatched rows, owner order                    */
     bf16_t *h;                   /* (R_max, I)                                                 */
     bf16_t *pre_gate, *pre_up;   /* (R_max, I) or NULL (not stored)                            */
@@ -145,6 +141,17 @@ ncclResult_t mok_symm_create(MokSymm **out, ncclComm_t comm, int ep, size_t byte
 void *mok_symm_local(const MokSymm *s);
 char *const *mok_symm_peer_table(const MokSymm *s); /* device array (ep) */
 void mok_symm_destroy(MokSymm *s);
+
+/* Whether the megakernel can run on the EP communicator `comm` of `ep` ranks (call it before
+ * mok_symm_create, to choose the layer): every EP rank must reach every other by loads and stores,
+ * i.e. the EP group is one NCCL LSA team (one NVLink domain: an HGX node, or an NVL72 rack with
+ * MNNVL) whose GPUs can map each other's memory (NCCL offers symmetric memory: ncclDevCommCreate
+ * succeeds), and ep fits the peer table. Returns 1 if so; otherwise 0 and `why` holds one sentence
+ * without a final period, e.g. "the 16 EP ranks span 2 NVLink (LSA) domains of 8 ranks: the
+ * megakernel needs every EP peer in one domain". comm == NULL or ep == 1: 1 (no peers). Collective
+ * over comm (a device communicator made and destroyed, one ncclAllReduce): every EP rank calls it
+ * and all get the same answer. CUDA failures stop the job. */
+int mok_symm_lsa_check(ncclComm_t comm, int ep, char *why, size_t whylen);
 
 #ifdef __cplusplus
 }

@@ -7,9 +7,11 @@
 
 #include <nccl.h>
 #include <nccl_device.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#define MOK_MAX_EP 64
+/* The peer table's capacity (one block of threads fills it): room for a whole NVL72 rack. */
+#define MOK_MAX_EP 128
 
 struct MokSymm {
     ncclComm_t comm; /* NULL: ep == 1, buf from cudaMalloc */
@@ -93,6 +95,90 @@ extern "C" ncclResult_t mok_symm_create(MokSymm **out, ncclComm_t comm, int ep, 
     cudaCheck(cudaDeviceSynchronize());
     *out = s;
     return ncclSuccess;
+}
+
+/* Why an EP communicator cannot carry the megakernel, worst last: the EP ranks agree on the largest. */
+enum {
+    PEERS_OK = 0,
+    PEERS_TOO_MANY,
+    PEERS_NO_RUNTIME,
+    PEERS_SPLIT,
+    PEERS_NO_SYMMETRIC,
+    PEERS_ORDER,
+    PEERS_NO_AGREEMENT
+};
+
+/* This rank's view. Every branch depends only on what NCCL derived from the topology all ranks
+ * share (ep, the LSA team size, symmetric support), so all EP ranks take the same branches and
+ * reach the collective ncclDevCommCreate together or not at all. */
+static int peers_local(ncclComm_t comm, int ep, int *lsa_size) {
+    *lsa_size = 0;
+    if (ep > MOK_MAX_EP) return PEERS_TOO_MANY;
+    /* NCCL's LSA team: the consecutive ranks of one node (or, with MNNVL, of one NVLink domain). */
+    const ncclTeam lsa = ncclTeamLsa(comm);
+    *lsa_size = lsa.nRanks;
+    if (lsa.nRanks <= 0) return PEERS_NO_RUNTIME;
+    if (lsa.nRanks < ep) return PEERS_SPLIT;
+    /* Symmetric memory also needs every pair of GPUs to map each other's memory (CUDA P2P over
+     * NVLink or PCIe, cuMem allocations): NCCL says no by failing the device communicator. */
+    ncclDevCommRequirements req = {};
+    ncclDevComm dev;
+    if (ncclDevCommCreate(comm, &req, &dev) != ncclSuccess) return PEERS_NO_SYMMETRIC;
+    int me = -1;
+    const int ordered = ncclCommUserRank(comm, &me) == ncclSuccess && dev.lsaSize == ep && dev.lsaRank == me;
+    ncclDevCommDestroy(comm, &dev);
+    return ordered ? PEERS_OK : PEERS_ORDER;
+}
+
+/* The largest code over the EP ranks (one int through ncclAllReduce): a rank that cannot reach its
+ * peers turns the megakernel off for all of them, so no rank waits in mok_symm_create alone. */
+static int peers_agree(ncclComm_t comm, int code) {
+    int *d = NULL, agreed = PEERS_NO_AGREEMENT;
+    cudaStream_t st;
+    cudaCheck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaCheck(cudaMalloc((void **)&d, sizeof(int)));
+    cudaCheck(cudaMemcpyAsync(d, &code, sizeof(int), cudaMemcpyHostToDevice, st));
+    if (ncclAllReduce(d, d, 1, ncclInt32, ncclMax, comm, st) == ncclSuccess)
+        cudaCheck(cudaMemcpyAsync(&agreed, d, sizeof(int), cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
+    cudaCheck(cudaFree(d));
+    cudaCheck(cudaStreamDestroy(st));
+    return agreed;
+}
+
+extern "C" int mok_symm_lsa_check(ncclComm_t comm, int ep, char *why, size_t whylen) {
+    if (why && whylen) why[0] = '\0';
+    if (!comm || ep <= 1) return 1;
+    int lsa_size = 0;
+    const int code = peers_agree(comm, peers_local(comm, ep, &lsa_size));
+    if (code == PEERS_OK) return 1;
+    if (!why || !whylen) return 0;
+    switch (code) {
+    case PEERS_TOO_MANY:
+        snprintf(why, whylen, "ep = %d is larger than the megakernel's peer table (%d ranks)", ep, MOK_MAX_EP);
+        break;
+    case PEERS_NO_RUNTIME:
+        snprintf(why, whylen, "NCCL could not set up its device runtime on the EP communicator (NCCL_DEBUG=WARN "
+                 "says why)");
+        break;
+    case PEERS_SPLIT:
+        snprintf(why, whylen, "the %d EP ranks span %d NVLink (LSA) domains of %d ranks: the megakernel needs "
+                 "every EP peer in one domain", ep, ep / (lsa_size > 0 ? lsa_size : 1), lsa_size);
+        break;
+    case PEERS_NO_SYMMETRIC:
+        snprintf(why, whylen, "NCCL offers no symmetric memory on the EP communicator: the GPUs cannot map each "
+                 "other's memory (no CUDA peer access between them, NCCL_CUMEM_ENABLE=0, or GPUs isolated from "
+                 "each other by the job's cgroups)");
+        break;
+    case PEERS_ORDER:
+        snprintf(why, whylen, "the NVLink (LSA) team does not list the EP ranks in their order");
+        break;
+    default:
+        snprintf(why, whylen, "the EP ranks could not agree whether their peers are reachable (ncclAllReduce "
+                 "failed)");
+        break;
+    }
+    return 0;
 }
 
 extern "C" void *mok_symm_local(const MokSymm *s) { return s->buf; }

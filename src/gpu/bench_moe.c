@@ -416,6 +416,19 @@ static void cpu_check(double err[4], const Layer *one, const float *y_one, const
     free(all_mok);
 }
 
+/* Whether to run the megakernel (collective over the EP group): where it runs (moe_mok_available);
+ * otherwise --impl all goes on without it ("mok: skipped, mok unavailable: ...") and --impl mok
+ * stops with that reason. */
+static int mok_runs(const BenchArgs *args, const MoeGpuDims *d, const MoeGpuComms *comms, int rank) {
+    char why[256];
+    if (moe_mok_available(d, comms->ep, why, sizeof why)) return 1;
+    if (!strcmp(args->impl, "mok"))
+        mokc_die(MOKC_EXIT_USAGE, "run --impl unfused (or all) here, or keep the EP group in one NVLink domain",
+                 "bench moe --impl mok: mok unavailable: %s", why);
+    if (rank == 0) printf("mok: skipped, mok unavailable: %s\n", why);
+    return 0;
+}
+
 static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const Dist *dist, const GpuComms *gc,
                      cudaStream_t s) {
     const double tol = 1e-3, daux = 0.01;
@@ -466,7 +479,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     }
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, err, 4 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     int fail = 0;
-    const int with_mok = strcmp(args->impl, "unfused") != 0 && moe_mok_supported(d_ep);
+    const int with_mok = strcmp(args->impl, "unfused") != 0 && mok_runs(args, d_ep, &comms, rank);
     double mok_err[3] = {0, 0, 0};
     float *y3 = NULL; /* the megakernel's y, this rank's tokens */
     if (with_mok) { /* the megakernel's forward at EP = world against the single-rank unfused run */
@@ -634,7 +647,8 @@ int cmd_bench(int argc, char **argv) {
         const int do_unfused = strcmp(args.impl, "mok") != 0, do_mok = strcmp(args.impl, "unfused") != 0;
         const double acts_mib = moe_unfused_acts_bytes(&d, N) / 1048576.0;
         const double work_mib = moe_unfused_work_bytes(&d, N) / 1048576.0;
-        const double mok_mib = do_mok && moe_mok_supported(&d) ? moe_mok_bytes(&d, N) / 1048576.0 : 0.0;
+        const int mok_ok = do_mok && mok_runs(&args, &d, &comms, dist.rank);
+        const double mok_mib = mok_ok ? moe_mok_bytes(&d, N) / 1048576.0 : 0.0;
         if (dist.rank == 0)
             printf("memory per GPU: weights + fp32 grads %.1f MiB, layer activations %.1f MiB, scratch %.1f MiB, "
                    "mok layer (symmetric window included) %.1f MiB\n",
@@ -653,10 +667,7 @@ int cmd_bench(int argc, char **argv) {
                        shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, fwd, fb, tf_f,
                        tf_fb, acts_mib, work_mib);
         }
-        if (do_mok && !moe_mok_supported(&d)) {
-            if (dist.rank == 0)
-                printf("mok: skipped, the megakernel does not take H=%d I=%d (moe_mok_supported)\n", d.C, d.I);
-        } else if (do_mok) {
+        if (mok_ok) {
             MoeMok m;
             moe_mok_create(&m, &d, N, &comms, args.comm_blocks);
             n_comm = m.n_comm;

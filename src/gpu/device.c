@@ -1,10 +1,18 @@
-/* GPU discovery and selection. */
+/* GPU discovery and selection, and the check that the build's kernels suit the GPU. */
 #include "gpu/device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common.h"
 #include "gpu/check.h"
+
+/* The compute capability the kernels were compiled for, from the Makefile's ARCH (sm_90a -> 90). */
+#ifndef MOKC_BUILD_CC
+#error "MOKC_BUILD_CC comes from the Makefile (ARCH=sm_90a gives 90)"
+#endif
 
 int gpu_device_count(void) {
     int n = 0;
@@ -15,10 +23,43 @@ int gpu_device_count(void) {
     return n;
 }
 
+/* nvidia-smi's spelling of a UUID, GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, so that a rank's line
+ * can be matched against `nvidia-smi -L`. */
+static void format_uuid(const unsigned char u[16], char out[48]) {
+    int n = snprintf(out, 48, "GPU-");
+    for (int i = 0; i < 16; i++) {
+        const int dash = i == 4 || i == 6 || i == 8 || i == 10;
+        n += snprintf(out + n, 48 - (size_t)n, "%s%02x", dash ? "-" : "", u[i]);
+    }
+}
+
+static void show_placement(int device, int visible) {
+    struct cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, device));
+    char uuid[48], host[256] = "?";
+    format_uuid((const unsigned char *)p.uuid.bytes, uuid);
+    gethostname(host, sizeof host - 1);
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    int rank = mokc_log_rank();
+    if (rank >= 0) fprintf(stderr, "mokc[rank %d]: ", rank);
+    else fprintf(stderr, "mokc: ");
+    fprintf(stderr, "gpu: device %d of %d visible (CUDA_VISIBLE_DEVICES=%s): %s, UUID %s, host %s\n", device, visible,
+            cvd ? cvd : "unset", p.name, uuid, host);
+    fflush(stderr);
+}
+
 int gpu_select_device(int local_rank) {
     int n = gpu_device_count();
-    int dev = n > 0 ? local_rank % n : 0;
+    if (n == 0)
+        mokc_die(MOKC_EXIT_RUNTIME,
+                 "check nvidia-smi, CUDA_VISIBLE_DEVICES and the job's GPU request (srun --gpus-per-task=1)",
+                 "no GPU is visible to this rank");
+    /* One visible GPU (per-rank binding): 0. All visible: the rank's place on its host. */
+    int dev = local_rank % n;
     cudaCheck(cudaSetDevice(dev));
+    gpu_require_arch(dev);
+    const char *show = getenv("MOKC_SHOW_GPU");
+    if (show && *show && strcmp(show, "0") != 0) show_placement(dev, n);
     return dev;
 }
 
@@ -48,4 +89,26 @@ int gpu_compute_capability(int device) {
     cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     return major * 10 + minor;
+}
+
+int gpu_arch_check(int device, char *msg, size_t len) {
+    const int cc = gpu_compute_capability(device);
+    if (cc == MOKC_BUILD_CC) return 0;
+    struct cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, device));
+    return mokc_fail(msg, len, "GPU %d (%s) has compute capability %d.%d, but this mokc was built for sm_%da "
+                     "(compute capability %d.%d): its kernels cannot run there", device, p.name, cc / 10, cc % 10,
+                     MOKC_BUILD_CC, MOKC_BUILD_CC / 10, MOKC_BUILD_CC % 10);
+}
+
+void gpu_require_arch(int device) {
+    char msg[512];
+    if (!gpu_arch_check(device, msg, sizeof msg)) return;
+    const int cc = gpu_compute_capability(device);
+    /* The two targets the Makefile accepts; anything else (sm_103 GB300, sm_120, Ampere) has none. */
+    const char *hint = cc == 90    ? "rebuild for Hopper: make ARCH=sm_90a (or set \"backend\": \"cpu\")"
+                       : cc == 100 ? "rebuild for Blackwell: make ARCH=sm_100a (or set \"backend\": \"cpu\")"
+                                   : "mokc builds for sm_90a (H100/H200) and sm_100a (B200/GB200) only: run on one of "
+                                     "those GPUs, or set \"backend\": \"cpu\"";
+    mokc_die(MOKC_EXIT_RUNTIME, hint, "%s", msg);
 }

@@ -8,7 +8,7 @@
  * The backward walks the layers in reverse; after layer l it records an event on which the
  * communication stream starts summing layer l's gradients over the ranks (NCCL), while the
  * compute stream goes on with layer l-1.
- * MoE layers: the unfused layer, or (moe_impl "mok" on a shape the megakernel handles) the
+ * MoE layers: the unfused layer, or (moe_impl "auto" or "mok" where the megakernel runs) the
  * megakernel's forward, one MoeMok shared by the layers, whose state moe_mok_bridge copies into
  * the layer's MoeUnfusedActs for the unfused backward.
  */
@@ -81,6 +81,7 @@ struct GpuModel {
     MoeUnfusedActs *moe_acts;     /* [L], MoE layers only: what the backward reads */
     MoeUnfusedWork moe_work;      /* the unfused forward's and every backward's scratch */
     MoeMok *moe_mok;              /* the megakernel's forward; NULL: the unfused forward */
+    char moe_why[256];            /* why not the megakernel, when moe_impl "auto" fell back */
     int has_moe;
 };
 
@@ -101,11 +102,22 @@ static MoeGpuDims moe_gpu_dims(const ModelDims *d) {
     return md;
 }
 
-/* The megakernel's forward runs when asked for and it can run the shape on this GPU and build. */
-static int runs_mok(const ModelDims *d, enum moe_impl requested) {
-    MoeGpuDims md = moe_gpu_dims(d);
-    return requested == MOE_IMPL_MOK && d->E > 0 && d->first_dense < d->L && moe_mok_supported(&md);
+/* Whether the MoE layers run the megakernel's forward. "auto": where it runs (moe_mok_available),
+ * else the unfused layer, with the reason in g->moe_why; "mok": the megakernel or stop. Collective
+ * over the EP group (every rank reaches the same answer). */
+static int runs_mok(GpuModel *g, enum moe_impl requested) {
+    if (requested == MOE_IMPL_UNFUSED || !g->has_moe) return 0;
+    MoeGpuDims md = moe_gpu_dims(g->d);
+    if (moe_mok_available(&md, g->comms->ep, g->moe_why, sizeof g->moe_why)) return 1;
+    if (requested == MOE_IMPL_MOK)
+        mokc_die(MOKC_EXIT_USAGE,
+                 "keep parallel.ep within one NVLink domain (one HGX node, or an NVL72 rack with NCCL_MNNVL_ENABLE=1) "
+                 "and give every rank all GPUs of its node; or set \"moe_impl\": \"auto\" or \"unfused\"",
+                 "moe_impl \"mok\": mok unavailable: %s", g->moe_why);
+    return 0;
 }
+
+const char *gpu_model_moe_why(const GpuModel *g) { return g->moe_why; }
 
 enum moe_impl gpu_model_moe_impl(const GpuModel *g) { return g->moe_mok ? MOE_IMPL_MOK : MOE_IMPL_UNFUSED; }
 
@@ -204,7 +216,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->d = d, g->t = t, g->tc = tc, g->dist = dist, g->comms = comms;
     g->B = B, g->T = T, g->N = B * T;
     g->has_moe = d->E > 0 && d->first_dense < d->L;
-    if (runs_mok(d, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
+    if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
     g->head_rows = rows < 1 ? 1 : rows > (size_t)g->N ? g->N : (int)rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));

@@ -20,14 +20,17 @@
 typedef struct GpuModel GpuModel;
 
 /* Builds the memory plan for micro-batch B x T, allocates it (printing nothing) and creates the
- * streams, handles and MoE layers: with moe_impl MOE_IMPL_MOK, the megakernel's forward (a
- * collective over comms->ep) and the unfused backward when the megakernel can run the shape on
- * this GPU and build (moe_mok_supported), else the unfused layer. The model holds pointers to d,
- * t, dist and comms: they must outlive it. */
+ * streams, handles and MoE layers: with moe_impl "auto" or "mok", the megakernel's forward (a
+ * collective over comms->ep) and the unfused backward where the megakernel runs
+ * (moe_mok_available: the shape on this GPU and build, the EP group in one NVLink domain), else
+ * the unfused layer ("auto"; gpu_model_moe_why says why) or a stop ("mok"). The model holds
+ * pointers to d, t, dist and comms: they must outlive it. */
 GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,
                            const GpuComms *comms, int B, int T, enum moe_impl moe_impl);
 /* What the MoE layers' forward runs: MOE_IMPL_MOK or MOE_IMPL_UNFUSED (also without MoE layers). */
 enum moe_impl gpu_model_moe_impl(const GpuModel *g);
+/* Why moe_impl "auto" fell back to the unfused layer ("" otherwise). */
+const char *gpu_model_moe_why(const GpuModel *g);
 void gpu_model_destroy(GpuModel *g);
 /* "GPU memory plan: parameters ... MiB, ...", then a line per buffer set allocated apart (MoE). */
 void gpu_model_print_plan(const GpuModel *g);

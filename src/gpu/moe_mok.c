@@ -123,6 +123,15 @@ int moe_mok_supported(const MoeGpuDims *d) {
     return mok_tile_supported(chosen_tile(d), d->C, d->I, &why);
 }
 
+int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, char *why, size_t len) {
+    const char *tile_why = NULL;
+    if (!mok_tile_supported(chosen_tile(d), d->C, d->I, &tile_why)) {
+        snprintf(why, len, "%s (hidden_size %d, moe_intermediate_size %d)", tile_why, d->C, d->I);
+        return 0;
+    }
+    return mok_symm_lsa_check(d->ep > 1 ? ep_comm : NULL, d->ep, why, len);
+}
+
 size_t moe_mok_bytes(const MoeGpuDims *d, int N_max) {
     check_shape(d, N_max, "moe_mok_bytes");
     MoeMok m;
