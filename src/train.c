@@ -117,15 +117,14 @@ static void choose_backend(Trainer *tr) {
 }
 
 #ifdef MOKC_CUDA
-/* The GPU backend's note: which MoE layer runs (the model decides: gpu_model_moe_impl). The
- * megakernel runs the forward and the unfused layer the backward (the megakernel's backward is
- * issue 8); "auto" says why it fell back to the unfused layer. */
+/* The GPU backend's note: which MoE layer runs (the model decides: gpu_model_moe_impl); "auto"
+ * says why it fell back to the unfused layer. */
 static void gpu_moe_note(Trainer *tr, const GpuModel *g) {
     const ModelDims *d = &tr->dims;
     if (!model_layer_is_moe(d, d->L - 1))
         tr->backend_note = "no MoE layers";
     else if (gpu_model_moe_impl(g) == MOE_IMPL_MOK)
-        tr->backend_note = "MoE layers: mok forward (megakernel) + unfused backward";
+        tr->backend_note = "MoE layers: mok (megakernel forward and backward)";
     else if (tr->cfg.moe_impl == MOE_IMPL_UNFUSED)
         tr->backend_note = "MoE layers: unfused";
     else {

@@ -60,7 +60,9 @@ enum {
     MOK_ROLE_NONE = 0,
     MOK_ROLE_GATEUP_WAIT_DISPATCH = 1,
     MOK_ROLE_DOWN_WAIT_GATEUP = 2,
-    MOK_ROLE_PIPELINE = 3 /* wgmma tile: a shared-memory pipeline barrier never completed */
+    MOK_ROLE_PIPELINE = 3, /* wgmma tile: a shared-memory pipeline barrier never completed */
+    MOK_ROLE_BWD_WAIT_DISPATCH = 4, /* backward: a task waiting for its dy rows */
+    MOK_ROLE_BWD_WAIT_SWIGLU = 5    /* backward: a task waiting for the SwiGLU backward of its rows */
 };
 
 /* The watchdog's host-visible record (cudaHostAlloc mapped). flag != 0 once filled. */
@@ -100,6 +102,39 @@ typedef struct {
     int dispatch_only;           /* benchmark: the compute blocks do nothing (dispatch bandwidth) */
     int tile;                    /* MOK_TILE_* */
 } MokFwdParams;
+
+/* The backward (kernels/mok/mok_backward_sm90.cu, sm_90a, the wgmma tile only), one persistent
+ * launch over the forward's schedule (tile_m = 128), tasks from the ticket in topological order:
+ *   [dgrad]  (mt, 256 columns of I): dh = dyr @ w_down^T (K = C, fp32), then the SwiGLU backward
+ *            from the saved pre_gate, pre_up (as kernels/swiglu.cu) -> dpg, dpu (bf16);
+ *            dpg_done[mt] += 1 per consumer. Waits arrive[mt] (its dy rows pulled).
+ *   [wdown]  (local expert el, 128 rows of I, 256 columns of C): g_down[el] += h^T @ dyr over el's
+ *            rows in order (fp32, read-modify-write: one task per element). Waits arrive of el's tiles.
+ *   [dx]     (mt, 256 columns of C): dx rows = dpg @ w_gate^T + dpu @ w_up^T (K = 2I, fp32, bf16
+ *            out), pushed to the source's slot (token * k + j) at y_off. Waits dpg_done[mt] == 2 nA.
+ *   [wgu]    (el, 128 rows of C, 128 columns of I): g_gate[el] += xr^T @ dpg, g_up[el] += xr^T @ dpu
+ *            (one 256-wide accumulator). Waits dpg_done of el's tiles.
+ * Dispatch warps pull each owner row's gate-scaled dy (bf16, slot order in the source's window at
+ * dy_off) into dyr and release arrive[mt]. Counters (arrive, dpg_done: mt_max each; ticket: 2)
+ * zeroed by mok_backward_launch. Deterministic: one task per output element, fixed K order. */
+typedef struct {
+    bf16_t *dyr, *dpg, *dpu;           /* (R_max, C), (R_max, I) x 2: owner-side scratch        */
+    const bf16_t *xr, *h;              /* the forward's owner rows and SwiGLU output (R_max, .) */
+    const bf16_t *pre_gate, *pre_up;   /* (R_max, I)                                            */
+    const bf16_t *w_gate, *w_up, *w_down;
+    float *g_gate, *g_up, *g_down;     /* fp32 gradients of this rank's experts, added to       */
+    char *const *peer_base;
+    size_t dy_off, y_off;              /* window offsets: gate-scaled dy slots, dx slots        */
+    const int *row_slot_all, *expert_offset_all, *mt_start, *total_mt; /* the forward's schedule */
+    unsigned *arrive, *dpg_done, *ticket;
+    MokError *err;
+    long long budget_ns;
+    long R_max;
+    int e0, El, NK, k, C, I, mt_max, tile_m;
+    int n_comm, skip_dispatch;
+} MokBwdParams;
+
+void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 
 /* Upper bound of the M tiles of any routing and tile: ceil(R_max / MOK_TILE_M) + El. */
 int mok_mt_max(long R_max, int El);

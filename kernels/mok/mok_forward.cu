@@ -58,7 +58,7 @@ __device__ void mok_dispatch(const MokFwdParams &p, int MT) {
     for (int mt = blockIdx.x; mt < MT; mt += p.n_comm) {
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
-        for (int r = warp; r < nrows; r += MOK_THREADS / 32) mok_pull_row(p, base, r0 + r);
+        for (int r = warp; r < nrows; r += MOK_THREADS / 32) mok_pull_row(p, base, r0 + r, p.xr, p.x_off, 0);
         __syncthreads();
         if (threadIdx.x == 0) {
             __threadfence();

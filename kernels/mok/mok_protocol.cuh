@@ -61,8 +61,10 @@ static __device__ __noinline__ void mok_wait(MokError *err, unsigned *claim, lon
     }
 }
 
-/* The local expert, first local row and valid rows (<= tile_m) of M tile mt. */
-__device__ __forceinline__ void mok_tile_rows(const MokFwdParams &p, int mt, int &el, int &r0, int &nrows) {
+/* The local expert, first local row and valid rows (<= tile_m) of M tile mt. P: the forward's or
+ * the backward's parameters (the schedule fields). */
+template <class P>
+__device__ __forceinline__ void mok_tile_rows(const P &p, int mt, int &el, int &r0, int &nrows) {
     int lo = 0, hi = p.El - 1;
     while (lo < hi) {
         const int mid = (lo + hi + 1) >> 1;
@@ -76,14 +78,17 @@ __device__ __forceinline__ void mok_tile_rows(const MokFwdParams &p, int mt, int
     nrows = min(p.tile_m, cnt - in * p.tile_m);
 }
 
-/* One warp copies local row lr of xr from its source rank's window (16-byte vectors, four loads
- * in flight per lane: NVLink latency needs them). */
-__device__ __forceinline__ void mok_pull_row(const MokFwdParams &p, int base, int lr) {
+/* One warp copies local row lr of dst (C columns) from its source rank's window at offset off:
+ * the source's row `token` (the forward's x), or `slot` = token * k + j when per_slot (the
+ * backward's gate-scaled dy). 16-byte vectors, four loads in flight per lane: NVLink latency
+ * needs them. */
+template <class P>
+__device__ __forceinline__ void mok_pull_row(const P &p, int base, int lr, bf16_t *dst, size_t off, int per_slot) {
     const int lane = threadIdx.x & 31, C8 = p.C / 8;
     const int g = p.row_slot_all[base + lr];
-    const int src = g / p.NK, tok = (g - src * p.NK) / p.k;
-    const int4 *s = reinterpret_cast<const int4 *>(p.peer_base[src] + p.x_off + (size_t)tok * p.C * 2);
-    int4 *d = reinterpret_cast<int4 *>(p.xr + (size_t)lr * p.C);
+    const int src = g / p.NK, slot = g - src * p.NK, row = per_slot ? slot : slot / p.k;
+    const int4 *s = reinterpret_cast<const int4 *>(p.peer_base[src] + off + (size_t)row * p.C * 2);
+    int4 *d = reinterpret_cast<int4 *>(dst + (size_t)lr * p.C);
     int c = lane;
     for (; c + 96 < C8; c += 128) {
         const int4 v0 = s[c], v1 = s[c + 32], v2 = s[c + 64], v3 = s[c + 96];

@@ -9,9 +9,11 @@
  *  - A, K-major: a box of rows x 64 K (bf16): row r at r * 128 bytes; 8-row groups 1024 bytes
  *    apart (SBO = 1024; LBO unused for swizzled K-major). The k-th 16-wide K step starts 32 bytes
  *    further (the hardware applies the XOR swizzle to the final addresses).
- *  - B, N-major (weights are (K, N) row-major, N contiguous): boxes of 64 K rows x 64 N, one per
- *    64-column panel, 8192 bytes apart (LBO = panel stride); K row r at r * 128 bytes inside a
- *    panel, 8-row groups 1024 bytes apart (SBO). The k-th 16-row K step starts 2048 bytes further.
+ *  - B K-major (N rows of 64 K): as A, with N for rows.
+ *  - B N-major ((K, N) row-major, N contiguous): boxes of 64 K rows x 64 N, one per 64-column
+ *    panel, 8192 bytes apart (LBO = panel stride); K row r at r * 128 bytes inside a panel, 8-row
+ *    groups 1024 bytes apart (SBO). The k-th 16-row K step starts 2048 bytes further.
+ *  - A M-major: as B N-major, with M for N (an m64 instruction reads one panel).
  */
 #ifndef MOKC_KERNELS_MOK_TILE_WGMMA_CUH
 #define MOKC_KERNELS_MOK_TILE_WGMMA_CUH
@@ -132,9 +134,11 @@ __device__ __forceinline__ void mok_fence_acc(float (&d)[128]) {
     for (int i = 0; i < 128; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* d (+)= A (64 x 16, K-major, desc a) @ B (16 x 256, N-major, desc b); scale_d = 0 overwrites.
+/* d (+)= A (64 x 16, desc a; TA: M-major, else K-major) @ B (16 x 256, desc b; TB: N-major, else
+ * K-major); scale_d = 0 overwrites.
  * Accumulator layout (per thread of the warpgroup, warp w = warp % 4, lane l): d[4i + e] is row
  * 16w + l/4 + 8*(e >= 2), column 8i + 2*(l%4) + (e & 1), i < 32. */
+template <int TA, int TB>
 __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b, int scale_d) {
 #if MOK_SM90
     asm volatile(
@@ -148,7 +152,7 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, 0, 1;\n}\n"
+        "%128, %129, p, 1, 1, %131, %132;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -165,7 +169,7 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(a), "l"(b), "r"(scale_d));
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }
 

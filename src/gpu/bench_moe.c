@@ -33,11 +33,12 @@ static const char *bench_help =
     "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens.\n"
     "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
     "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch; with mok (or all)\n"
-    "it also compares the megakernel's forward (y, top-k, aux loss) at EP = world with that run. When\n"
+    "it also compares the megakernel's forward (y, top-k, aux loss) and, with the wgmma tile, its\n"
+    "backward (dx, every gradient, bitwise run to run) at EP = world with that run. When\n"
     "the global forward is at most 20 GFLOP, rank 0 also runs the CPU reference (float) of it and holds\n"
     "y of every implementation to it (rel err < 1e-2) and the top-k picks equal.\n"
-    "mok times the forward only (its backward is the unfused one, issue 8) and the dispatch alone\n"
-    "(GB/s per GPU, rows pulled including this rank's own); --comm-blocks: its dispatch blocks.\n"
+    "mok times the forward, forward + backward (wgmma tile) and the dispatch alone (GB/s per GPU,\n"
+    "rows pulled including this rank's own); --comm-blocks: its dispatch blocks.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
@@ -281,35 +282,49 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
 }
 
 /* The megakernel's forward (median of the per-iteration max over ranks) and its dispatch alone. */
-static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, cudaStream_t s, double *fwd_ms, double *disp_ms,
-                     long *rows) {
+/* The megakernel: forward alone, the dispatch alone, and (wgmma tile: the backward exists) forward
+ * + backward with the state kept in a MoeMokSaved; *fb_ms < 0 where there is no backward. */
+static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cudaStream_t s, double *fwd_ms,
+                     double *disp_ms, double *fb_ms, long *rows) {
     MoeGpuWeights w = layer_weights(L);
+    const int S = L->d.n_shared > 0, with_bwd = m->tile == MOK_TILE_WGMMA;
+    MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], S ? L->g[T_SGATE] : NULL,
+                     S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL};
+    MoeMokSaved sv;
+    moe_mok_saved_create(&sv, &L->d, L->N, 0);
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    moe_mok_forward(L->y, m, L->x, NULL, &w, L->bias, L->N, s);
+    moe_mok_forward(L->y, m, NULL, L->x, NULL, &w, L->bias, L->N, s);
     moe_mok_sync(m, s); /* a watchdog record surfaces here */
-    for (int it = 0; it < args->warmup; it++) moe_mok_forward(L->y, m, L->x, NULL, &w, L->bias, L->N, s);
-    moe_mok_sync(m, s);
-    double *tf = callocCheck((size_t)args->iters, sizeof(double));
-    double *td = callocCheck((size_t)args->iters, sizeof(double));
-    for (int pass = 0; pass < 2; pass++)
-        for (int it = 0; it < args->iters; it++) {
+    double *t[3];
+    for (int pass = 0; pass < 3; pass++) {
+        t[pass] = callocCheck((size_t)args->iters, sizeof(double));
+        if (pass == 2 && !with_bwd) break;
+        for (int it = -args->warmup; it < args->iters; it++) {
             mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
             cudaCheck(cudaEventRecord(e0, s));
-            if (pass == 0) moe_mok_forward(L->y, m, L->x, NULL, &w, L->bias, L->N, s);
-            else moe_mok_dispatch_only(m, s);
+            if (pass == 0) {
+                moe_mok_forward(L->y, m, NULL, L->x, NULL, &w, L->bias, L->N, s);
+            } else if (pass == 1) {
+                moe_mok_dispatch_only(m, s);
+            } else {
+                moe_mok_forward(L->y, m, &sv, L->x, NULL, &w, L->bias, L->N, s);
+                moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, NULL, &w, L->N, s);
+            }
             cudaCheck(cudaEventRecord(e1, s));
             moe_mok_sync(m, s);
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-            (pass == 0 ? tf : td)[it] = ms;
+            if (it >= 0) t[pass][it] = ms;
         }
+    }
     *rows = moe_mok_rows_in(m, s);
-    *fwd_ms = median_of_max(tf, args->iters);
-    *disp_ms = median_of_max(td, args->iters);
-    free(tf);
-    free(td);
+    *fwd_ms = median_of_max(t[0], args->iters);
+    *disp_ms = median_of_max(t[1], args->iters);
+    *fb_ms = with_bwd ? median_of_max(t[2], args->iters) : -1.0;
+    for (int pass = 0; pass < 3; pass++) free(t[pass]);
+    moe_mok_saved_destroy(&sv);
     cudaCheck(cudaEventDestroy(e0));
     cudaCheck(cudaEventDestroy(e1));
 }
@@ -429,6 +444,73 @@ static int mok_runs(const BenchArgs *args, const MoeGpuDims *d, const MoeGpuComm
     return 0;
 }
 
+/* This rank's dx (N tokens) and weight gradients (device, shaped like ep's) against the single-rank
+ * run: e_dx, and e_g[t] per tensor (expert tensors: this owner's slice; the rest summed over
+ * ranks). The EP run's loss is the single rank's over world, hence the 1 / world. */
+static void grad_errors(double *e_dx, double *e_g, const Layer *one, const Layer *ep, const float *dx_dev,
+                        float *const *g_dev, int rank, int world) {
+    const long nx = (long)ep->N * ep->d.C;
+    float *dx1 = fetch(one->dx, (long)world * nx), *dx2 = fetch(dx_dev, nx);
+    *e_dx = rel_err(dx2, 1.0 / world, dx1 + (long)rank * nx, nx);
+    free(dx1);
+    free(dx2);
+    for (int t = 0; t < T_COUNT; t++) {
+        float *g1 = fetch(one->g[t], one->n[t]), *g2 = fetch(g_dev[t], ep->n[t]);
+        if (t == T_GATE || t == T_UP || t == T_DOWN)
+            e_g[t] = rel_err(g2, 1.0 / world, g1 + (long)ep->d.ep_rank * ep->n[t], ep->n[t]);
+        else
+            e_g[t] = rel_err_summed(g2, 1.0 / world, g1, ep->n[t]);
+        free(g1);
+        free(g2);
+    }
+}
+
+/* The megakernel's backward at EP = world (after a forward that keeps its state), twice from zeroed
+ * gradients: err[0] dx, err[1 + t] each gradient against the single-rank run; 1e30 where the two
+ * runs differ in any bit. */
+static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const Layer *ep, double daux, int rank,
+                                int world, cudaStream_t s) {
+    MoeGpuWeights w = layer_weights(ep);
+    MoeMokSaved sv;
+    moe_mok_saved_create(&sv, &ep->d, ep->N, 0);
+    const long nx = (long)ep->N * ep->d.C;
+    float *y, *dx[2], *g[2][T_COUNT];
+    cudaCheck(cudaMalloc((void **)&y, (size_t)nx * sizeof(float) + 16));
+    for (int r = 0; r < 2; r++) {
+        cudaCheck(cudaMalloc((void **)&dx[r], (size_t)nx * sizeof(float) + 16));
+        cudaCheck(cudaMemsetAsync(dx[r], 0, (size_t)nx * sizeof(float), s));
+        for (int t = 0; t < T_COUNT; t++) {
+            cudaCheck(cudaMalloc((void **)&g[r][t], (size_t)ep->n[t] * sizeof(float) + 16));
+            cudaCheck(cudaMemsetAsync(g[r][t], 0, (size_t)ep->n[t] * sizeof(float), s));
+        }
+        const int S = ep->d.n_shared > 0;
+        MoeGpuGrads gg = {g[r][T_ROUTER], g[r][T_GATE], g[r][T_UP], g[r][T_DOWN], S ? g[r][T_SGATE] : NULL,
+                          S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL};
+        moe_mok_forward(y, m, &sv, ep->x, NULL, &w, ep->bias, ep->N, s);
+        moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, NULL, &w, ep->N, s);
+        moe_mok_sync(m, s);
+    }
+    grad_errors(&err[0], &err[1], one, ep, dx[0], g[0], rank, world);
+    float *a = fetch(dx[0], nx), *b = fetch(dx[1], nx);
+    if (memcmp(a, b, (size_t)nx * sizeof(float))) err[0] = 1e30;
+    free(a);
+    free(b);
+    for (int t = 0; t < T_COUNT; t++) {
+        a = fetch(g[0][t], ep->n[t]);
+        b = fetch(g[1][t], ep->n[t]);
+        if (memcmp(a, b, (size_t)ep->n[t] * sizeof(float))) err[1 + t] = 1e30;
+        free(a);
+        free(b);
+    }
+    for (int r = 0; r < 2; r++) {
+        cudaCheck(cudaFree(dx[r]));
+        for (int t = 0; t < T_COUNT; t++) cudaCheck(cudaFree(g[r][t]));
+    }
+    cudaCheck(cudaFree(y));
+    moe_mok_saved_destroy(&sv);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, err, 1 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+}
+
 static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const Dist *dist, const GpuComms *gc,
                      cudaStream_t s) {
     const double tol = 1e-3, daux = 0.01;
@@ -457,9 +539,8 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     double err[4 + T_COUNT];
     const char *what[4 + T_COUNT] = {"y", "dx", "aux loss", "top-k picks that differ"};
     float *y1 = fetch(one.y, (long)world * nx), *y2 = fetch(ep.y, nx);
-    float *dx1 = fetch(one.dx, (long)world * nx), *dx2 = fetch(ep.dx, nx);
     err[0] = rel_err(y2, 1.0, y1 + off, nx);
-    err[1] = rel_err(dx2, 1.0 / world, dx1 + off, nx);
+    grad_errors(&err[1], &err[4], &one, &ep, ep.dx, ep.g, rank, world);
     err[2] = fabs(ep.a.aux_loss - one.a.aux_loss) / (fabs(one.a.aux_loss) > 0 ? fabs(one.a.aux_loss) : 1.0);
     int *tk1 = mallocCheck((size_t)world * N * k * sizeof(int)), *tk2 = mallocCheck((size_t)N * k * sizeof(int));
     cudaCheck(cudaMemcpy(tk1, one.a.topk, (size_t)world * N * k * sizeof(int), cudaMemcpyDeviceToHost));
@@ -467,48 +548,42 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     long bad = 0;
     for (long i = 0; i < (long)N * k; i++) bad += tk2[i] != tk1[(long)rank * N * k + i];
     err[3] = (double)bad;
-    for (int t = 0; t < T_COUNT; t++) {
-        what[4 + t] = tensor_names[t];
-        float *g1 = fetch(one.g[t], one.n[t]), *g2 = fetch(ep.g[t], ep.n[t]);
-        if (t == T_GATE || t == T_UP || t == T_DOWN) /* this owner's experts, a slice of the full tensor */
-            err[4 + t] = rel_err(g2, 1.0 / world, g1 + (long)d_ep->ep_rank * ep.n[t], ep.n[t]);
-        else
-            err[4 + t] = rel_err_summed(g2, 1.0 / world, g1, ep.n[t]);
-        free(g1);
-        free(g2);
-    }
+    for (int t = 0; t < T_COUNT; t++) what[4 + t] = tensor_names[t];
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, err, 4 + T_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     int fail = 0;
     const int with_mok = strcmp(args->impl, "unfused") != 0 && mok_runs(args, d_ep, &comms, rank);
-    double mok_err[3] = {0, 0, 0};
+    double mok_err[3] = {0, 0, 0}, mok_bwd[1 + T_COUNT];
+    int with_mok_bwd = 0;
     float *y3 = NULL; /* the megakernel's y, this rank's tokens */
     if (with_mok) { /* the megakernel's forward at EP = world against the single-rank unfused run */
         MoeMok m;
-        moe_mok_create(&m, d_ep, N, &comms, args->comm_blocks);
+        moe_mok_create(&m, d_ep, N, &comms, args->comm_blocks, 1);
         MoeGpuWeights w = layer_weights(&ep);
         float *ym;
         cudaCheck(cudaMalloc((void **)&ym, (size_t)nx * sizeof(float) + 16));
         cudaCheck(cudaMemset(ym, 0xff, (size_t)nx * sizeof(float)));
-        moe_mok_forward(ym, &m, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_forward(ym, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
         const double aux = moe_mok_aux_loss(&m, s);
         y3 = fetch(ym, nx);
         long nan = 0;
         for (long i = 0; i < nx; i++) nan += y3[i] != y3[i];
         mok_err[0] = nan ? 1e30 : rel_err(y3, 1.0, y1 + off, nx);
-        cudaCheck(cudaMemcpy(tk2, m.topk, (size_t)N * k * sizeof(int), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(tk2, m.st.topk, (size_t)N * k * sizeof(int), cudaMemcpyDeviceToHost));
         long badm = 0;
         for (long i = 0; i < (long)N * k; i++) badm += tk2[i] != tk1[(long)rank * N * k + i];
         mok_err[1] = (double)badm;
         mok_err[2] = fabs(aux - one.a.aux_loss) / (fabs(one.a.aux_loss) > 0 ? fabs(one.a.aux_loss) : 1.0);
         /* a second forward must give the same bits */
-        moe_mok_forward(ym, &m, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_forward(ym, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
         moe_mok_sync(&m, s);
         float *y4 = fetch(ym, nx);
         if (memcmp(y3, y4, (size_t)nx * sizeof(float))) mok_err[0] = 1e30;
         free(y4);
         cudaCheck(cudaFree(ym));
-        moe_mok_destroy(&m);
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, mok_err, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        with_mok_bwd = m.tile == MOK_TILE_WGMMA; /* the backward exists for the wgmma tile */
+        if (with_mok_bwd) mok_backward_errors(mok_bwd, &m, &one, &ep, daux, rank, world, s);
+        moe_mok_destroy(&m);
     }
     const double cpu_gflop =
         2.0 * world * N * ((double)C * d_ep->E + 3.0 * C * d_ep->I * (k + d_ep->n_shared)) / 1e9;
@@ -541,6 +616,18 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
                    tol);
         }
     }
+    if (with_mok_bwd) {
+        const double mtol = 1e-2;
+        for (int i = 0; i < 1 + T_COUNT; i++) {
+            if (i >= 1 && ep.n[i - 1] == 0) continue;
+            const int ok = mok_bwd[i] < mtol;
+            fail |= !ok;
+            if (rank == 0)
+                printf("  mok d%-19s %9.2e  %s (rel err vs unfused 1 rank, tolerance %g; 1e30: not bitwise run to "
+                       "run)\n",
+                       i == 0 ? "x" : tensor_names[i - 1], mok_bwd[i], ok ? "ok" : "FAIL", mtol);
+        }
+    }
     if (with_cpu) {
         const double ctol = 1e-2;
         const char *impl[3] = {"unfused 1 rank y vs cpu", "unfused ep y vs cpu", "mok ep y vs cpu"};
@@ -564,8 +651,6 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     if (rank == 0) printf("ep check: %s\n", fail ? "FAIL" : "PASS");
     free(y1);
     free(y2);
-    free(dx1);
-    free(dx2);
     free(tk1);
     free(tk2);
     free(y3);
@@ -648,13 +733,13 @@ int cmd_bench(int argc, char **argv) {
         const double acts_mib = moe_unfused_acts_bytes(&d, N) / 1048576.0;
         const double work_mib = moe_unfused_work_bytes(&d, N) / 1048576.0;
         const int mok_ok = do_mok && mok_runs(&args, &d, &comms, dist.rank);
-        const double mok_mib = mok_ok ? moe_mok_bytes(&d, N) / 1048576.0 : 0.0;
+        const double mok_mib = mok_ok ? (moe_mok_bytes(&d, N, 1) + moe_mok_saved_bytes(&d, N)) / 1048576.0 : 0.0;
         if (dist.rank == 0)
             printf("memory per GPU: weights + fp32 grads %.1f MiB, layer activations %.1f MiB, scratch %.1f MiB, "
                    "mok layer (symmetric window included) %.1f MiB\n",
                    L.weight_bytes / 1048576.0, acts_mib, work_mib, mok_mib);
         const double flops = 2.0 * N * d.k * 3.0 * d.C * d.I;
-        double fwd = 0, fb = 0, mfwd = 0, mdisp = 0, gbs = 0;
+        double fwd = 0, fb = 0, mfwd = 0, mdisp = 0, mfb = -1, gbs = 0;
         int mok_ran = 0, n_comm = 0;
         if (do_unfused) {
             time_layer(&L, &args, cfg.moe.router_aux_loss_coef, s, &fwd, &fb);
@@ -669,23 +754,29 @@ int cmd_bench(int argc, char **argv) {
         }
         if (mok_ok) {
             MoeMok m;
-            moe_mok_create(&m, &d, N, &comms, args.comm_blocks);
+            moe_mok_create(&m, &d, N, &comms, args.comm_blocks, 1);
             n_comm = m.n_comm;
             long rows = 0;
-            time_mok(&L, &m, &args, s, &mfwd, &mdisp, &rows);
+            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, &mfwd, &mdisp, &mfb, &rows);
             /* per GPU: the bytes this owner pulled (its own rows included), slowest rank's time */
             gbs = (double)rows * d.C * 2.0 / (mdisp * 1e-3) / 1e9;
             double g = gbs;
             mpiCheck(MPI_Allreduce(&g, &gbs, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
             moe_mok_destroy(&m);
             mok_ran = 1;
-            if (dist.rank == 0)
+            if (dist.rank == 0) {
+                char fb_ms[32] = "null", fb_tf[32] = "null";
+                if (mfb > 0) {
+                    snprintf(fb_ms, sizeof fb_ms, "%.4f", mfb);
+                    snprintf(fb_tf, sizeof fb_tf, "%.2f", 3.0 * flops / (mfb * 1e-3) / 1e12);
+                }
                 printf("{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                        "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"comm_blocks\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": null, \"fwd_tflops\": %.2f, "
-                       "\"dispatch_ms\": %.4f, \"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
-                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, mfwd,
-                       flops / (mfwd * 1e-3) / 1e12, mdisp, gbs, mok_mib);
+                       "\"comm_blocks\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %s, \"fwd_tflops\": %.2f, "
+                       "\"fwdbwd_tflops\": %s, \"dispatch_ms\": %.4f, \"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
+                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, mfwd, fb_ms,
+                       flops / (mfwd * 1e-3) / 1e12, fb_tf, mdisp, gbs, mok_mib);
+            }
         }
         if (dist.rank == 0) {
             printf("\n%-10s %4s %11s %9s %12s %11s %16s\n", "impl", "ep", "tokens/GPU", "fwd ms", "fwd TFLOP/s",
@@ -694,9 +785,10 @@ int cmd_bench(int argc, char **argv) {
                 printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f\n", "unfused", dist.ep, N, fwd,
                        flops / (fwd * 1e-3) / 1e12, fb, 3.0 * flops / (fb * 1e-3) / 1e12);
             if (mok_ran)
-                printf("%-10s %4d %11d %9.3f %12.1f %11s %16s   (%d comm blocks; dispatch alone %.3f ms, %.0f GB/s "
+                printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f   (%d comm blocks; dispatch alone %.3f ms, %.0f GB/s "
                        "per GPU)\n",
-                       "mok", dist.ep, N, mfwd, flops / (mfwd * 1e-3) / 1e12, "-", "-", n_comm, mdisp, gbs);
+                       "mok", dist.ep, N, mfwd, flops / (mfwd * 1e-3) / 1e12, mfb, mfb > 0 ? 3.0 * flops / (mfb * 1e-3) / 1e12 : 0.0,
+                       n_comm, mdisp, gbs);
             fflush(stdout);
         }
         layer_destroy(&L);

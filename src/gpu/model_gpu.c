@@ -9,8 +9,7 @@
  * communication stream starts summing layer l's gradients over the ranks (NCCL), while the
  * compute stream goes on with layer l-1.
  * MoE layers: the unfused layer, or (moe_impl "auto" or "mok" where the megakernel runs) the
- * megakernel's forward, one MoeMok shared by the layers, whose state moe_mok_bridge copies into
- * the layer's MoeUnfusedActs for the unfused backward.
+ * megakernel, forward and backward: one MoeMok shared by the layers, a MoeMokSaved per layer.
  */
 #include "gpu/model_gpu.h"
 
@@ -34,7 +33,6 @@
 #include "gpu/gemm.h"
 #include "gpu/memory_plan.h"
 #include "gpu/moe_mok.h"
-#include "gpu/moe_mok_bridge.h"
 #include "gpu/moe_unfused.h"
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
@@ -78,9 +76,10 @@ struct GpuModel {
     AttentionWorkspace *attn;
     void *attn_mem;
     /* MoE */
-    MoeUnfusedActs *moe_acts;     /* [L], MoE layers only: what the backward reads */
-    MoeUnfusedWork moe_work;      /* the unfused forward's and every backward's scratch */
-    MoeMok *moe_mok;              /* the megakernel's forward; NULL: the unfused forward */
+    MoeUnfusedActs *moe_acts;     /* [L], MoE layers only: what the unfused backward reads */
+    MoeUnfusedWork moe_work;      /* the unfused layer's scratch */
+    MoeMok *moe_mok;              /* the megakernel; NULL: the unfused layer */
+    MoeMokSaved *moe_saved;       /* [L], MoE layers only: what the megakernel's backward reads */
     char moe_why[256];            /* why not the megakernel, when moe_impl "auto" fell back */
     int has_moe;
 };
@@ -188,14 +187,18 @@ static void plan_model(GpuModel *g) {
     memory_plan_add(&g->plan, "attention", MEM_WORKSPACE, attn_bytes, &g->attn_mem);
     if (g->has_moe) {
         MoeGpuDims md = moe_gpu_dims(d);
-        size_t per_layer = moe_unfused_acts_bytes(&md, g->N);
-        memory_plan_note(&g->plan, "moe saved activations", MEM_ACTIVATIONS,
-                         per_layer * (size_t)(d->L - d->first_dense));
-        memory_plan_note(&g->plan, "moe unfused scratch", MEM_WORKSPACE, moe_unfused_work_bytes(&md, g->N));
+        const int layers = d->L - d->first_dense;
         if (g->moe_mok) {
-            size_t window = moe_mok_window_bytes(&md, g->N);
-            memory_plan_note(&g->plan, "moe megakernel scratch", MEM_WORKSPACE, moe_mok_bytes(&md, g->N) - window);
+            size_t window = moe_mok_window_bytes(&md, g->N, layers);
+            memory_plan_note(&g->plan, "moe saved activations", MEM_ACTIVATIONS,
+                             moe_mok_saved_bytes(&md, g->N) * (size_t)layers);
+            memory_plan_note(&g->plan, "moe megakernel scratch", MEM_WORKSPACE,
+                             moe_mok_bytes(&md, g->N, layers) - window);
             memory_plan_note(&g->plan, "moe symmetric window", MEM_WORKSPACE, window);
+        } else {
+            memory_plan_note(&g->plan, "moe saved activations", MEM_ACTIVATIONS,
+                             moe_unfused_acts_bytes(&md, g->N) * (size_t)layers);
+            memory_plan_note(&g->plan, "moe unfused scratch", MEM_WORKSPACE, moe_unfused_work_bytes(&md, g->N));
         }
     }
 }
@@ -204,10 +207,16 @@ static void create_moe(GpuModel *g) {
     const ModelDims *d = g->d;
     MoeGpuDims md = moe_gpu_dims(d);
     MoeGpuComms mc = {.ep = g->comms->ep, .stats = g->comms->world};
-    g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
-    for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
-    moe_unfused_work_create(&g->moe_work, &md, g->N, &mc);
-    if (g->moe_mok) moe_mok_create(g->moe_mok, &md, g->N, &mc, 0);
+    if (g->moe_mok) {
+        moe_mok_create(g->moe_mok, &md, g->N, &mc, 0, d->L - d->first_dense);
+        g->moe_saved = callocCheck((size_t)d->L, sizeof(MoeMokSaved));
+        for (int l = d->first_dense; l < d->L; l++)
+            moe_mok_saved_create(&g->moe_saved[l], &md, g->N, l - d->first_dense);
+    } else {
+        g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
+        for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
+        moe_unfused_work_create(&g->moe_work, &md, g->N, &mc);
+    }
 }
 
 GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,
@@ -245,11 +254,16 @@ void gpu_model_destroy(GpuModel *g) {
     if (!g) return;
     cudaCheck(cudaDeviceSynchronize());
     if (g->has_moe) {
-        for (int l = g->d->first_dense; l < g->d->L; l++) moe_unfused_acts_destroy(&g->moe_acts[l]);
-        moe_unfused_work_destroy(&g->moe_work);
-        if (g->moe_mok) moe_mok_destroy(g->moe_mok);
+        if (g->moe_mok) {
+            for (int l = g->d->first_dense; l < g->d->L; l++) moe_mok_saved_destroy(&g->moe_saved[l]);
+            moe_mok_destroy(g->moe_mok);
+        } else {
+            for (int l = g->d->first_dense; l < g->d->L; l++) moe_unfused_acts_destroy(&g->moe_acts[l]);
+            moe_unfused_work_destroy(&g->moe_work);
+        }
     }
     free(g->moe_acts);
+    free(g->moe_saved);
     free(g->moe_mok);
     attention_workspace_free(g->attn);
     for (int l = 0; l <= g->d->L; l++) cudaEventDestroy(g->layer_done[l]);
@@ -351,22 +365,32 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         return 0;
     }
     MoeGpuWeights w = moe_weights(g, o);
-    MoeUnfusedActs *ma = &g->moe_acts[l];
     const float *bias = g->expert_bias + (size_t)l * d->E;
-    double aux;
+    double aux = 0;
     if (!g->moe_mok) {
-        moe_unfused_forward(g->moe_out, ma, &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
-        aux = ma->aux_loss;
+        moe_unfused_forward(g->moe_out, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
+        aux = g->moe_acts[l].aux_loss;
+    } else if (with_grad) { /* aux loss and load reach the host with the step's loss (moe_tally) */
+        moe_mok_forward(g->moe_out, g->moe_mok, &g->moe_saved[l], a->ln2_f32, a->ln2, &w, bias, N, s);
     } else {
-        moe_mok_forward(g->moe_out, g->moe_mok, a->ln2_f32, a->ln2, &w, bias, N, s);
-        if (with_grad) {
-            moe_mok_bridge(ma, &g->moe_work, g->moe_mok, s);
-            aux = ma->aux_loss;
-        } else {
-            aux = moe_mok_aux_loss(g->moe_mok, s);
-        }
+        moe_mok_forward(g->moe_out, g->moe_mok, NULL, a->ln2_f32, a->ln2, &w, bias, N, s);
+        aux = moe_mok_aux_loss(g->moe_mok, s);
     }
     gpu_add_f32(x_next, g->moe_out, (long)N * C, s);
+    return aux;
+}
+
+/* After the stream has passed the forward: the aux losses the megakernel's layers left on the host
+ * (unfused layers returned theirs at once) and every MoE layer's routed slots per expert into load. */
+static double moe_tally(GpuModel *g, int with_grad, int64_t *load) {
+    const ModelDims *d = g->d;
+    double aux = 0;
+    for (int l = d->first_dense; l < d->L && g->has_moe; l++) {
+        const int *counts = g->moe_mok ? g->moe_saved[l].h_counts : g->moe_acts[l].h_counts;
+        if (g->moe_mok && with_grad) aux += g->moe_saved[l].h_aux[0];
+        if (load)
+            for (int e = 0; e < d->E; e++) load[(size_t)l * d->E + e] += counts[e];
+    }
     return aux;
 }
 
@@ -404,14 +428,11 @@ static double forward(GpuModel *g, const int *inputs, const int *targets, int wi
     upload_batch(g, inputs, targets);
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
-    for (int l = 0; l < d->L; l++) {
-        aux += layer_forward(g, l, with_grad);
-        if (load && is_moe(g, l))
-            for (int e = 0; e < d->E; e++) load[(size_t)l * d->E + e] += g->moe_acts[l].h_counts[e];
-    }
+    for (int l = 0; l < d->L; l++) aux += layer_forward(g, l, with_grad);
     head_forward(g, with_grad, dloss_scale);
-    g->h_scalars[1] = aux;
-    return mean_loss(g);
+    const double loss = mean_loss(g); /* synchronises the stream */
+    g->h_scalars[1] = aux + moe_tally(g, with_grad, load);
+    return loss;
 }
 
 double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets) {
@@ -466,8 +487,12 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
         MoeGpuWeights w = moe_weights(g, o);
         MoeGpuGrads gr = moe_grads(g, o);
         cudaCheck(cudaMemsetAsync(g->dln, 0, sizeof(float) * (size_t)NC, s));
-        moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work, a->ln2_f32,
+        if (g->moe_mok)
+            moe_mok_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_saved[l], g->moe_mok, a->ln2_f32,
                              a->ln2, &w, N, s);
+        else
+            moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work,
+                                 a->ln2_f32, a->ln2, &w, N, s);
     }
     gpu_rmsnorm_backward(g->dres, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm), a->rstd2, N,
                          C, s);

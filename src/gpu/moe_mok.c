@@ -47,11 +47,17 @@ static long mok_r_max(const MoeGpuDims *d, int N) {
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-static size_t window_bytes(const MoeGpuDims *d, int N_max, size_t *x_off, size_t *y_off) {
+/* The window: x rows (N_max, C), the backward's gate-scaled dy slots (N_max * k, C), then n_saved
+ * regions of combine slots (N_max * k, C): one per layer whose forward is kept for its backward
+ * (its expert outputs stay there for the gate gradients; the backward's dx rows land there). */
+static size_t window_bytes(const MoeGpuDims *d, int N_max, int n_saved, size_t *x_off, size_t *g_off, size_t *y_off,
+                           size_t *y_stride) {
     const size_t xb = align256((size_t)N_max * d->C * 2), yb = align256((size_t)N_max * d->k * d->C * 2);
     if (x_off) *x_off = 0;
-    if (y_off) *y_off = xb;
-    return xb + yb;
+    if (g_off) *g_off = xb;
+    if (y_off) *y_off = xb + yb;
+    if (y_stride) *y_stride = yb;
+    return xb + yb * (size_t)(1 + (n_saved > 1 ? n_saved : 1));
 }
 
 static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
@@ -60,16 +66,16 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     const size_t El = E / ep, mt = (size_t)mok_mt_max((long)R, (int)El);
     memset(l, 0, sizeof *l);
     add(l, &m->logits, T * E * 4);
-    add(l, &m->scores, T * E * 4);
-    add(l, &m->gates, T * k * 4);
-    add(l, &m->topk, T * k * 4);
+    add(l, &m->st.scores, T * E * 4);
+    add(l, &m->st.gates, T * k * 4);
+    add(l, &m->st.topk, T * k * 4);
     add(l, &m->fail, 4);
     add(l, &m->chunk_counts, (size_t)gpu_moe_plan_chunks((long)T * k) * E * 4);
     add(l, &m->slot_rank, T * k * 4);
-    add(l, &m->counts, E * 4);
+    add(l, &m->st.counts, E * 4);
     add(l, &m->expert_offset, (E + 1) * 4);
     add(l, &m->slot_iota, T * k * 4);
-    add(l, &m->stat_counts, E * 8);
+    add(l, &m->st.stat_counts, E * 8);
     add(l, &m->pnorm, T * 8);
     add(l, &m->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
     add(l, &m->psum, E * 8);
@@ -78,23 +84,33 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     add(l, &m->chunk_counts_all, (size_t)gpu_moe_plan_chunks((long)(ep * T * k)) * E * 4);
     add(l, &m->slot_rank_all, ep * T * k * 4);
     add(l, &m->slot_row_all, ep * T * k * 4);
-    add(l, &m->row_slot_all, ep * T * k * 4);
+    add(l, &m->st.row_slot_all, ep * T * k * 4);
     add(l, &m->counts_all, E * 4);
-    add(l, &m->eo_all, (E + 1) * 4);
+    add(l, &m->st.eo_all, (E + 1) * 4);
     add(l, &m->stat_all, E * 8);
-    add(l, &m->mt_start, (El + 1) * 4);
-    add(l, &m->total_mt, 4);
+    add(l, &m->st.mt_start, (El + 1) * 4);
+    add(l, &m->st.total_mt, 4);
     add(l, &m->arrive, mt * 4);
     add(l, &m->gu_done, mt * 4);
     add(l, &m->ticket, 2 * 4);
     add(l, &m->barrier, 4);
-    add(l, &m->xr, R * C * 2);
-    add(l, &m->h, R * I * 2);
-    add(l, &m->pre_gate, R * I * 2);
-    add(l, &m->pre_up, R * I * 2);
-    add(l, &m->s_gate, T * SI * 2);
-    add(l, &m->s_up, T * SI * 2);
+    add(l, &m->st.xr, R * C * 2);
+    add(l, &m->st.h, R * I * 2);
+    add(l, &m->st.pre_gate, R * I * 2);
+    add(l, &m->st.pre_up, R * I * 2);
+    add(l, &m->st.s_gate, T * SI * 2);
+    add(l, &m->st.s_up, T * SI * 2);
     add(l, &m->s_h, T * SI * 2);
+    /* the backward's scratch */
+    add(l, &m->dyr, R * C * 2);
+    add(l, &m->dpg, R * I * 2);
+    add(l, &m->dpu, R * I * 2);
+    add(l, &m->dgates, T * k * 4);
+    add(l, &m->x_bf16, T * C * 2);
+    add(l, &m->dy_bf16, T * C * 2);
+    add(l, &m->ds_h, T * SI * 4);
+    add(l, &m->ds_gate, T * SI * 2);
+    add(l, &m->ds_up, T * SI * 2);
 }
 
 /* The tile this process uses: MOKC_MOK_TILE=simple|mma|wgmma, else wgmma where it runs, else mma. */
@@ -132,28 +148,92 @@ int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, char *why, size_t
     return mok_symm_lsa_check(d->ep > 1 ? ep_comm : NULL, d->ep, why, len);
 }
 
-size_t moe_mok_bytes(const MoeGpuDims *d, int N_max) {
+size_t moe_mok_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
     check_shape(d, N_max, "moe_mok_bytes");
     MoeMok m;
     MokBufList l;
     layout(&l, &m, d, N_max);
-    size_t s = window_bytes(d, N_max, NULL, NULL);
+    size_t s = window_bytes(d, N_max, n_saved, NULL, NULL, NULL, NULL);
     for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
     return s;
 }
 
-size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max) {
+size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
     check_shape(d, N_max, "moe_mok_window_bytes");
-    return window_bytes(d, N_max, NULL, NULL);
+    return window_bytes(d, N_max, n_saved, NULL, NULL, NULL, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Saved state (one per layer in training)
+ * ---------------------------------------------------------------------------------------------- */
+
+static void saved_layout(MokBufList *l, MokState *st, const MoeGpuDims *d, int N) {
+    const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
+    const size_t SI = (size_t)d->n_shared * I, R = (size_t)mok_r_max(d, N), ep = (size_t)d->ep, El = E / ep;
+    memset(l, 0, sizeof *l);
+    add(l, &st->scores, T * E * 4);
+    add(l, &st->gates, T * k * 4);
+    add(l, &st->topk, T * k * 4);
+    add(l, &st->counts, E * 4);
+    add(l, &st->stat_counts, E * 8);
+    add(l, &st->row_slot_all, ep * T * k * 4);
+    add(l, &st->eo_all, (E + 1) * 4);
+    add(l, &st->mt_start, (El + 1) * 4);
+    add(l, &st->total_mt, 4);
+    add(l, &st->xr, R * C * 2);
+    add(l, &st->h, R * I * 2);
+    add(l, &st->pre_gate, R * I * 2);
+    add(l, &st->pre_up, R * I * 2);
+    add(l, &st->s_gate, T * SI * 2);
+    add(l, &st->s_up, T * SI * 2);
+}
+
+size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max) {
+    MokState st;
+    MokBufList l;
+    saved_layout(&l, &st, d, N_max);
+    size_t s = 0;
+    for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
+    return s;
+}
+
+void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int slot) {
+    memset(s, 0, sizeof *s);
+    s->slot = slot;
+    s->N_max = N_max;
+    s->N = -1;
+    MokBufList l;
+    saved_layout(&l, &s->st, d, N_max);
+    for (int i = 0; i < l.n; i++)
+        if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
+    cudaCheck(cudaMallocHost((void **)&s->h_aux, sizeof(double)));
+    cudaCheck(cudaMallocHost((void **)&s->h_counts, (size_t)d->E * sizeof(int)));
+    s->d = *d;
+}
+
+void moe_mok_saved_destroy(MoeMokSaved *s) {
+    MokBufList l;
+    saved_layout(&l, &s->st, &s->d, s->N_max);
+    for (int i = 0; i < l.n; i++)
+        if (*l.b[i].ptr) cudaCheck(cudaFree(*l.b[i].ptr));
+    if (s->h_aux) cudaCheck(cudaFreeHost(s->h_aux));
+    if (s->h_counts) cudaCheck(cudaFreeHost(s->h_counts));
+    memset(s, 0, sizeof *s);
+}
+
+bf16_t *moe_mok_win_y(const MoeMok *m, const MoeMokSaved *sv) {
+    return (bf16_t *)((char *)mok_symm_local(m->symm) + m->y_off + (sv ? (size_t)sv->slot : 0) * m->y_stride);
 }
 
 static void report_watchdog(void *arg);
 
-void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks) {
+void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks,
+                    int n_saved) {
     check_shape(d, N_max, "moe_mok_create");
     memset(m, 0, sizeof *m);
     m->d = *d;
     m->N_max = N_max;
+    m->n_saved = n_saved > 0 ? n_saved : 0;
     m->El = d->E / d->ep;
     m->R_max = mok_r_max(d, N_max);
     m->mt_max = mok_mt_max(m->R_max, m->El);
@@ -210,7 +290,7 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
         *l.b[i].ptr = NULL;
         if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
     }
-    const size_t wb = window_bytes(d, N_max, &m->x_off, &m->y_off);
+    const size_t wb = window_bytes(d, N_max, m->n_saved, &m->x_off, &m->g_off, &m->y_off, &m->y_stride);
     const char *msg = NULL;
     const ncclResult_t rc = mok_symm_create(&m->symm, m->comms.ep, d->ep, wb, &msg);
     if (rc != ncclSuccess)
@@ -218,7 +298,7 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
                  "the megakernel needs NCCL >= 2.28 symmetric windows on one NVLink domain; use moe_impl \"unfused\"",
                  "moe_mok_create: %s failed (%s)", msg ? msg : "symmetric memory", ncclGetErrorString(rc));
     m->win_x = (bf16_t *)((char *)mok_symm_local(m->symm) + m->x_off);
-    m->win_y = (bf16_t *)((char *)mok_symm_local(m->symm) + m->y_off);
+    m->win_g = (bf16_t *)((char *)mok_symm_local(m->symm) + m->g_off);
     cublasCheck(cublasCreate(&m->blas));
     cudaCheck(cudaHostAlloc((void **)&m->err_host, sizeof(MokError), cudaHostAllocMapped));
     memset((void *)m->err_host, 0, sizeof(MokError));
@@ -263,12 +343,18 @@ void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
  * Forward
  * ---------------------------------------------------------------------------------------------- */
 
-void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt,
-                     const float *expert_bias, int N, cudaStream_t stream) {
+void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const bf16_t *x_bf16,
+                     const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream) {
     const MoeGpuDims *d = &m->d;
     if (N < 0 || N > m->N_max)
         mokc_die(MOKC_EXIT_RUNTIME, "size the MoE buffers for the largest micro-batch",
                  "moe_mok_forward: %d tokens but the buffers hold %d", N, m->N_max);
+    if (sv && (sv->slot < 0 || sv->slot >= (m->n_saved > 1 ? m->n_saved : 1) || sv->N_max < N))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok_forward: saved state slot %d of %d, for %d tokens (internal)",
+                 sv->slot, m->n_saved, sv->N_max);
+    /* What the backward reads goes to the saved state; forward-only calls use the layer's buffers. */
+    MokState st = sv ? sv->st : m->st;
+    bf16_t *win_y = moe_mok_win_y(m, sv);
     const int C = d->C, E = d->E, k = d->k, SI = d->n_shared * d->I, ep = d->ep, El = m->El;
     const long nslots = (long)N * k, nslots_all = (long)ep * nslots;
     cublasCheck(cublasSetStream(m->blas, stream));
@@ -284,52 +370,52 @@ void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, 
     x_bf16 = m->win_x;
     gemm_rm(m->blas, 0, 0, N, E, C, x, GEMM_F32, wt->router, GEMM_F32, m->logits, GEMM_F32, 1.0f, 0.0f);
     cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
-    gpu_moe_route(m->scores, m->topk, m->gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,
+    gpu_moe_route(st.scores, st.topk, st.gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,
                   d->norm_topk, d->scaling, stream);
-    gpu_moe_plan_count(m->chunk_counts, m->slot_rank, m->topk, nslots, E, stream);
-    gpu_moe_plan_scan(m->chunk_counts, m->counts, m->stat_counts, m->expert_offset, nslots, E, stream);
+    gpu_moe_plan_count(m->chunk_counts, m->slot_rank, st.topk, nslots, E, stream);
+    gpu_moe_plan_scan(m->chunk_counts, st.counts, st.stat_counts, m->expert_offset, nslots, E, stream);
     const int chunks = gpu_moe_aux_chunks(N);
-    gpu_moe_aux_partial(m->aux_partial, m->scores, m->pnorm, N, E, stream);
+    gpu_moe_aux_partial(m->aux_partial, st.scores, m->pnorm, N, E, stream);
     gpu_moe_aux_psum(m->psum, m->aux_partial, chunks, E, stream);
     if (m->comms.stats && m->stats_ranks > 1) {
         ncclCheck(ncclGroupStart());
-        ncclCheck(ncclAllReduce(m->stat_counts, m->stat_counts, (size_t)E, ncclInt64, ncclSum, m->comms.stats, stream));
+        ncclCheck(ncclAllReduce(st.stat_counts, st.stat_counts, (size_t)E, ncclInt64, ncclSum, m->comms.stats, stream));
         ncclCheck(ncclAllReduce(m->psum, m->psum, (size_t)E, ncclFloat64, ncclSum, m->comms.stats, stream));
         ncclCheck(ncclGroupEnd());
     }
-    gpu_moe_aux_loss(m->aux, m->psum, m->stat_counts, E, k, (double)N * m->stats_ranks, stream);
+    gpu_moe_aux_loss(m->aux, m->psum, st.stat_counts, E, k, (double)N * m->stats_ranks, stream);
 
     /* 2. the EP group's top-k ids (and the ordering point for the x windows) */
-    const int *topk_all = m->topk;
+    const int *topk_all = st.topk;
     if (ep > 1) {
-        ncclCheck(ncclAllGather(m->topk, m->topk_all, (size_t)nslots, ncclInt32, m->comms.ep, stream));
+        ncclCheck(ncclAllGather(st.topk, m->topk_all, (size_t)nslots, ncclInt32, m->comms.ep, stream));
         topk_all = m->topk_all;
     }
 
     /* 3. schedule: the plan over every source's slots, then M tiles per local expert */
     gpu_moe_plan_count(m->chunk_counts_all, m->slot_rank_all, topk_all, nslots_all, E, stream);
-    gpu_moe_plan_scan(m->chunk_counts_all, m->counts_all, m->stat_all, m->eo_all, nslots_all, E, stream);
-    gpu_moe_plan_place(m->slot_row_all, m->row_slot_all, topk_all, m->slot_rank_all, m->chunk_counts_all, m->eo_all,
+    gpu_moe_plan_scan(m->chunk_counts_all, m->counts_all, m->stat_all, st.eo_all, nslots_all, E, stream);
+    gpu_moe_plan_place(m->slot_row_all, st.row_slot_all, topk_all, m->slot_rank_all, m->chunk_counts_all, st.eo_all,
                        nslots_all, E, stream);
-    mok_schedule(m->mt_start, m->total_mt, m->eo_all, d->ep_rank * El, El, mok_tile_m(m->tile), stream);
+    mok_schedule(st.mt_start, st.total_mt, st.eo_all, d->ep_rank * El, El, mok_tile_m(m->tile), stream);
 
     /* 4. the persistent kernel */
     MokFwdParams p;
     memset(&p, 0, sizeof p);
-    p.xr = m->xr;
-    p.h = m->h;
-    p.pre_gate = m->pre_gate;
-    p.pre_up = m->pre_up;
+    p.xr = st.xr;
+    p.h = st.h;
+    p.pre_gate = st.pre_gate;
+    p.pre_up = st.pre_up;
     p.w_gate = wt->w_gate;
     p.w_up = wt->w_up;
     p.w_down = wt->w_down;
     p.peer_base = mok_symm_peer_table(m->symm);
     p.x_off = m->x_off;
-    p.y_off = m->y_off;
-    p.row_slot_all = m->row_slot_all;
-    p.expert_offset_all = m->eo_all;
-    p.mt_start = m->mt_start;
-    p.total_mt = m->total_mt;
+    p.y_off = (size_t)((char *)win_y - (char *)mok_symm_local(m->symm));
+    p.row_slot_all = st.row_slot_all;
+    p.expert_offset_all = st.eo_all;
+    p.mt_start = st.mt_start;
+    p.total_mt = st.total_mt;
     p.arrive = m->arrive;
     p.gu_done = m->gu_done;
     p.ticket = m->ticket;
@@ -355,13 +441,18 @@ void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, 
 
     /* 6. shared experts, combine */
     if (SI > 0 && N > 0) {
-        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_gate, GEMM_BF16, m->s_gate, GEMM_BF16, 1.0f,
+        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_gate, GEMM_BF16, st.s_gate, GEMM_BF16, 1.0f,
                 0.0f);
-        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_up, GEMM_BF16, m->s_up, GEMM_BF16, 1.0f, 0.0f);
-        gpu_swiglu_forward(m->s_h, m->s_gate, m->s_up, (long)N * SI, stream);
+        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_up, GEMM_BF16, st.s_up, GEMM_BF16, 1.0f, 0.0f);
+        gpu_swiglu_forward(m->s_h, st.s_gate, st.s_up, (long)N * SI, stream);
         gemm_rm(m->blas, 0, 0, N, C, SI, m->s_h, GEMM_BF16, wt->shared_down, GEMM_BF16, y, GEMM_F32, 1.0f, 0.0f);
     }
-    gpu_moe_combine(y, m->win_y, m->gates, m->slot_iota, N, k, C, SI > 0, stream);
+    gpu_moe_combine(y, win_y, st.gates, m->slot_iota, N, k, C, SI > 0, stream);
+    if (sv) {
+        sv->N = N;
+        cudaCheck(cudaMemcpyAsync(sv->h_counts, st.counts, (size_t)E * sizeof(int), cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaMemcpyAsync(sv->h_aux, m->aux, sizeof(double), cudaMemcpyDeviceToHost, stream));
+    }
     m->N = N;
 }
 
@@ -373,6 +464,9 @@ static const char *role_name(int role) {
     switch (role) {
     case MOK_ROLE_GATEUP_WAIT_DISPATCH: return "gate/up tile waiting for its rows (dispatch arrival counter)";
     case MOK_ROLE_DOWN_WAIT_GATEUP: return "down tile waiting for its gate/up tiles (gate/up-done counter)";
+    case MOK_ROLE_PIPELINE: return "a shared-memory pipeline stage that never filled (TMA)";
+    case MOK_ROLE_BWD_WAIT_DISPATCH: return "backward task waiting for its dy rows (arrival counter)";
+    case MOK_ROLE_BWD_WAIT_SWIGLU: return "backward task waiting for the SwiGLU backward of its rows (dpg-done counter)";
     default: return "unknown";
     }
 }
@@ -408,7 +502,7 @@ void moe_mok_sync(MoeMok *m, cudaStream_t stream) {
         mokc_die(MOKC_EXIT_RUNTIME,
                  have ? "a counter of the megakernel stalled: a peer did not dispatch or a tile never finished"
                       : NULL,
-                 "moe_mok: the forward failed: %s%s", cudaGetErrorString(err), have ? " (watchdog fired)" : "");
+                 "moe_mok: the megakernel failed: %s%s", cudaGetErrorString(err), have ? " (watchdog fired)" : "");
     }
     cudaCheck(cudaMemcpy(m->pin, m->fail, sizeof(int), cudaMemcpyDeviceToHost));
     if (m->pin[0])
@@ -435,7 +529,7 @@ long moe_mok_rows_in(MoeMok *m, cudaStream_t stream) {
     if (m->N < 0) return 0;
     const int e0 = m->d.ep_rank * m->El;
     int eo[2];
-    cudaCheck(cudaMemcpy(&eo[0], m->eo_all + e0, sizeof(int), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(&eo[1], m->eo_all + e0 + m->El, sizeof(int), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&eo[0], m->st.eo_all + e0, sizeof(int), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&eo[1], m->st.eo_all + e0 + m->El, sizeof(int), cudaMemcpyDeviceToHost));
     return (long)eo[1] - eo[0];
 }

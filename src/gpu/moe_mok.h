@@ -43,6 +43,18 @@
 #include "../../kernels/mok/mok.h"
 #include "gpu/moe_unfused.h"
 
+/* What a forward leaves for its backward (the routing, the schedule, the owner-side rows) and
+ * where: the layer's own buffers for forward-only calls, a MoeMokSaved per layer in training. */
+typedef struct {
+    float *scores, *gates;       /* (N, E), (N, k) */
+    int *topk, *counts;          /* (N, k), (E) this rank's slots per expert */
+    long long *stat_counts;      /* (E) summed over comms.stats */
+    int *row_slot_all, *eo_all;  /* the schedule: (ep N k), (E + 1) */
+    int *mt_start, *total_mt;    /* (El + 1), (1) */
+    bf16_t *xr, *h, *pre_gate, *pre_up; /* owner rows (R_max, C | I): by local expert, (source, token, j) order */
+    bf16_t *s_gate, *s_up;       /* (N, S*I) shared experts' pre-activations */
+} MokState;
+
 typedef struct {
     MoeGpuDims d;
     int N_max, El, mt_max;
@@ -55,23 +67,24 @@ typedef struct {
     int skip_dispatch;          /* debug */
     int tile;                   /* MOK_TILE_* (see above) */
     int sms;
+    int n_saved;                /* combine-slot regions in the window (one per saved layer), >= 1 used */
     MokSymm *symm;
-    size_t x_off, y_off;        /* in the window */
-    bf16_t *win_x, *win_y;      /* local pointers into the window */
-    /* routing, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
-    float *logits, *scores, *gates;
-    int *topk, *fail, *chunk_counts, *slot_rank, *counts, *expert_offset, *slot_iota;
-    long long *stat_counts;
+    size_t x_off, g_off, y_off, y_stride; /* in the window: x rows, dy slots, combine-slot regions */
+    bf16_t *win_x, *win_g;      /* local pointers into the window */
+    MokState st;                /* forward-only calls */
+    /* routing scratch, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
+    float *logits;
+    int *fail, *chunk_counts, *slot_rank, *expert_offset, *slot_iota;
     double *pnorm, *aux_partial, *psum, *aux;
-    /* the EP group's slots, schedule, counters */
-    int *topk_all, *chunk_counts_all, *slot_rank_all, *slot_row_all, *row_slot_all, *counts_all, *eo_all;
+    /* the EP group's slots, counters */
+    int *topk_all, *chunk_counts_all, *slot_rank_all, *slot_row_all, *counts_all;
     long long *stat_all;
-    int *mt_start, *total_mt;
     unsigned *arrive, *gu_done, *ticket;
     float *barrier;
-    /* owner-side activations (the unfused layout: rows by local expert, (source, token, j) order) */
-    bf16_t *xr, *h, *pre_gate, *pre_up;
-    bf16_t *s_gate, *s_up, *s_h;
+    bf16_t *s_h;
+    /* the backward's scratch */
+    bf16_t *dyr, *dpg, *dpu, *x_bf16, *dy_bf16, *ds_gate, *ds_up;
+    float *dgates, *ds_h;
     /* host */
     MokError *err_host, *err_dev;
     int *pin;                   /* fail flag */
@@ -79,6 +92,23 @@ typedef struct {
     int N;                      /* tokens of the last forward, -1 before */
     MokFwdParams last;          /* the last forward's kernel parameters (moe_mok_dispatch_only) */
 } MoeMok;
+
+/* One layer's forward kept for its backward (training): the state in its own buffers and the
+ * combine-slot region `slot` of the MoeMok's window. */
+typedef struct {
+    MoeGpuDims d;
+    MokState st;
+    int slot, N_max, N;         /* N: the last forward's tokens */
+    double *h_aux;              /* (1) pinned host: the forward's unweighted aux loss, once the stream is past it */
+    int *h_counts;              /* (E) pinned host: this rank's slots per expert (the step's load), same */
+} MoeMokSaved;
+
+size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max);
+void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int slot);
+void moe_mok_saved_destroy(MoeMokSaved *s);
+
+/* The combine-slot region a forward uses: sv's, or the first. */
+bf16_t *moe_mok_win_y(const MoeMok *m, const MoeMokSaved *sv);
 
 /* 1 if the megakernel handles the shape (C % 64 == 0 and I % 64 == 0). */
 int moe_mok_supported(const MoeGpuDims *d);
@@ -89,14 +119,17 @@ int moe_mok_supported(const MoeGpuDims *d);
  * same answer). Returns 1, or 0 with one sentence in why. */
 int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, char *why, size_t len);
 
-/* Device bytes of the layer (window included), for the memory plan. */
-size_t moe_mok_bytes(const MoeGpuDims *d, int N_max);
-/* Of those, the symmetric window's (x rows, then combine slots), listed apart in the memory plan. */
-size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max);
+/* Device bytes of the layer (window included, n_saved combine-slot regions), for the memory plan. */
+size_t moe_mok_bytes(const MoeGpuDims *d, int N_max, int n_saved);
+/* Of those, the symmetric window's, listed apart in the memory plan. */
+size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max, int n_saved);
 
 /* Collective over comms->ep when ep > 1 (every EP rank creates together). n_comm_blocks <= 0:
- * the default (mma.sync: an eighth of the persistent grid; wgmma: every block). Dies with a message on unsupported shapes. */
-void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks);
+ * the default (mma.sync: an eighth of the persistent grid; wgmma: every block). n_saved: layers
+ * whose forward is kept for a backward (MoeMokSaved slots 0..n_saved-1; 0 for forward-only use).
+ * Dies with a message on unsupported shapes. */
+void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks,
+                    int n_saved);
 void moe_mok_destroy(MoeMok *m);
 
 /* Selects the GEMM tile variant (MOK_TILE_*) and resizes the persistent grid to match. */
@@ -106,10 +139,22 @@ void moe_mok_set_tile(MoeMok *m, int tile);
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);
 
 /* y (N, C) fp32 = MoE(x), overwritten; x (N, C) fp32 for the router, x_bf16 the same rounded or
- * NULL; expert_bias (E) or NULL. Every EP rank calls it together with the same N. No host
- * synchronisation. After it: m->topk, m->gates, m->counts, m->stat_counts, m->aux (device). */
-void moe_mok_forward(float *y, MoeMok *m, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt,
-                     const float *expert_bias, int N, cudaStream_t stream);
+ * NULL; expert_bias (E) or NULL. sv: where to keep the state for moe_mok_backward (NULL: the
+ * layer's own, m->st). Every EP rank calls it together with the same N. No host synchronisation.
+ * After it: the state's topk, gates, counts, stat_counts and m->aux (device). */
+void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const bf16_t *x_bf16,
+                     const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
+
+/* The backward of the forward kept in sv (the wgmma tile: sm_90a), same contract as
+ * moe_unfused_backward: given dy (N, C) fp32 and daux, ADDS dx (N, C) fp32 and every weight
+ * gradient into g. In order on the stream: the gate-scaled dy slots (bf16) into this rank's window
+ * and the gate gradients; the shared experts (cuBLAS); a barrier over the EP group; one persistent
+ * launch (kernels/mok/mok.h: MokBwdParams) that pulls the dy rows to their owners, runs the expert
+ * GEMMs and the SwiGLU backward, pushes the dx rows back to their sources' slots and adds the
+ * experts' weight gradients; a barrier; dx += the fixed-order sum of the rows over j; the router.
+ * No host synchronisation. Every EP rank calls it together. (src/gpu/moe_mok_backward.c) */
+void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeMokSaved *sv, MoeMok *m,
+                      const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream);
 
 /* Synchronises the stream; on a kernel error prints the watchdog record (if any) and exits
  * non-zero; dies as the unfused layer on non-finite router scores. */

@@ -261,7 +261,9 @@ static void exchange_rows(bf16_t *src_rows, bf16_t *stage, const MoeUnfusedActs 
     }
 }
 
-void moe_unfused_host_plan(MoeUnfusedActs *a, MoeUnfusedWork *w, cudaStream_t stream) {
+/* Everything the host learns from this forward's routing: the per-peer row counts, the owner-side
+ * grouping and the segment tables (uploaded to a->seg). Runs after the synchronisation. */
+static void host_plan(MoeUnfusedActs *a, MoeUnfusedWork *w, cudaStream_t stream) {
     const MoeGpuDims *d = &w->d;
     const int ep = d->ep, El = d->E / d->ep, nseg = d->E, me = d->ep_rank;
     const int *pin_counts = w->pin_i + 1, *pin_recv = w->pin_i + 1 + d->E;
@@ -385,7 +387,7 @@ void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const f
                  "moe_unfused_forward: top-%d selection found no candidate (non-finite router scores)", k);
     a->aux_loss = w->pin_d[0];
     a->N = N;
-    moe_unfused_host_plan(a, w, stream);
+    host_plan(a, w, stream);
 
     /* 6. dispatch: rows in expert order, then (ep > 1) to the owners, regrouped by local expert */
     bf16_t *xe = ep > 1 ? w->xe : a->xr; /* ep == 1: the owner rows are the dispatched rows */

@@ -183,12 +183,6 @@ void moe_unfused_work_destroy(MoeUnfusedWork *w);
 void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x, const bf16_t *x_bf16,
                          const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
 
-/* Everything the host learns from a forward's routing, after its synchronisation: from this rank's
- * counts (w->pin_i + 1, E ints) and, ep > 1, the rows each source sends to each local expert
- * (w->pin_i + 1 + E), the per-peer row counts, the owner-side grouping and the segment tables
- * (uploaded to a->seg on `stream`). Shared with the megakernel's bridge (gpu/moe_mok_bridge.h). */
-void moe_unfused_host_plan(MoeUnfusedActs *a, MoeUnfusedWork *w, cudaStream_t stream);
-
 /* Given dy (N, C) fp32 and daux (the aux loss's weight in the total loss), ADDS dx (N, C) fp32 and
  * every weight gradient into g. x, x_bf16 as in the forward (x_bf16 may be NULL). N must be the
  * forward's. No host synchronisation. */

@@ -2,7 +2,7 @@
  * Training on the GPU backend through the binary, against the CPU reference: 20 steps on 1 GPU,
  * and on 2 GPUs with ep = 2 and with dp = 2 (same global batch), track the CPU's losses within
  * 2e-2; two identical GPU runs give identical losses and weights, bit for bit, and so does a run
- * resumed from a checkpoint. moe_impl "mok" (the megakernel's forward, the unfused backward)
+ * resumed from a checkpoint. moe_impl "mok" (the megakernel, forward and backward)
  * tracks moe_impl "unfused" within 1e-2 at every step, training and validation losses, on 1 GPU
  * and on 2 GPUs with ep = 2, and repeats bit for bit.
  */
@@ -42,8 +42,9 @@ static int gpus(void) {
     return n;
 }
 
-/* Runs np ranks (np = 0: no mpirun) and returns the loss curve; extra is appended. */
-static int run(int np, const char *tag, const char *extra, double *loss) {
+/* Runs np ranks (np = 0: no mpirun) and returns the loss curve (at most max_steps values); extra is
+ * appended. */
+static int run_steps(int np, const char *tag, const char *extra, double *loss, int max_steps) {
     char cmd[16000], metrics[4400], launcher[256] = "";
     snprintf(metrics, sizeof metrics, "%s/%s.jsonl", dir, tag);
     if (np > 0)
@@ -52,8 +53,10 @@ static int run(int np, const char *tag, const char *extra, double *loss) {
              test_mokc_binary(), spec, metrics, extra);
     int rc = test_run(cmd, run_out, sizeof run_out);
     CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, run_out);
-    return test_read_metric(metrics, "loss", loss, STEPS);
+    return test_read_metric(metrics, "loss", loss, max_steps);
 }
+
+static int run(int np, const char *tag, const char *extra, double *loss) { return run_steps(np, tag, extra, loss, STEPS); }
 
 /* The validation losses of run `tag` (one per validation pass). */
 static int read_val(const char *tag, double *val) {
@@ -119,24 +122,34 @@ static void test_gpu_runs_repeat_bitwise(void) {
 
 /* 20 steps straight (checkpoints at 10 and 20) vs resuming the step-10 checkpoint into another
  * directory: the same losses and final weights, bit for bit (optimizer state, expert biases and
- * data position all restored). The resumed run keeps its metrics lines up to step 10 and appends. */
-static void test_gpu_resume_bitwise(void) {
-    if (!gpu_test_begin()) return;
+ * data position all restored). The resumed run keeps its metrics lines up to step 10 and appends.
+ * moe: the MoE layer ("unfused" or "mok"). */
+static void check_resume_bitwise(const char *moe) {
     setup_corpus(0);
     double a[STEPS], b[STEPS];
-    char straight[9000], resumed[9000], cmd[9000], out[1024];
-    snprintf(straight, sizeof straight, "--set backend=cuda --set checkpoint.dir=%s/s --set checkpoint.every=10", dir);
-    snprintf(resumed, sizeof resumed, "--set backend=cuda --set checkpoint.dir=%s/r --set checkpoint.every=10 "
-             "--set checkpoint.resume=%s/s/step_00000010", dir, dir);
-    CHECK_EQ_INT(run(0, "straight", straight, a), STEPS);
-    snprintf(cmd, sizeof cmd, "cp %s/straight.jsonl %s/resumed.jsonl", dir, dir);
+    char straight[9000], resumed[9000], cmd[9000], out[1024], ts[64], tr[64];
+    snprintf(ts, sizeof ts, "straight_%s", moe);
+    snprintf(tr, sizeof tr, "resumed_%s", moe);
+    snprintf(straight, sizeof straight, "--set backend=cuda --set moe_impl=%s --set checkpoint.dir=%s/s_%s "
+             "--set checkpoint.every=10", moe, dir, moe);
+    snprintf(resumed, sizeof resumed, "--set backend=cuda --set moe_impl=%s --set checkpoint.dir=%s/r_%s "
+             "--set checkpoint.every=10 --set checkpoint.resume=%s/s_%s/step_00000010", moe, dir, moe, dir, moe);
+    CHECK_EQ_INT(run(0, ts, straight, a), STEPS);
+    snprintf(cmd, sizeof cmd, "cp %s/%s.jsonl %s/%s.jsonl", dir, ts, dir, tr);
     CHECK(test_run(cmd, out, sizeof out) == 0);
-    CHECK_EQ_INT(run(0, "resumed", resumed, b), STEPS);
-    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "a resumed GPU run's losses differ from the straight run's");
+    CHECK_EQ_INT(run(0, tr, resumed, b), STEPS);
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "moe_impl %s: a resumed GPU run's losses differ from the straight run's",
+              moe);
     char ma[9000], mb[9000];
-    snprintf(ma, sizeof ma, "%s/s/step_%08d/model.h5", dir, STEPS);
-    snprintf(mb, sizeof mb, "%s/r/step_%08d/model.h5", dir, STEPS);
+    snprintf(ma, sizeof ma, "%s/s_%s/step_%08d/model.h5", dir, moe, STEPS);
+    snprintf(mb, sizeof mb, "%s/r_%s/step_%08d/model.h5", dir, moe, STEPS);
     CHECK(test_h5_same_group(ma, mb, "params") > 10);
+}
+
+static void test_gpu_resume_bitwise(void) {
+    if (!gpu_test_begin()) return;
+    check_resume_bitwise("unfused");
+    check_resume_bitwise("mok");
 }
 
 /* Two runs' values are the same bits; fails with the first difference. at_name as above. */
@@ -167,7 +180,7 @@ static void check_mok_tracks_unfused(int np, const char *layout, const char *nam
     CHECK_STR_CONTAINS(run_out, "MoE layers: unfused");
     CHECK_EQ_INT(n_ref, STEPS);
     const int n = run(np, t_mok, mok, loss), nv = read_val(t_mok, vloss);
-    CHECK_STR_CONTAINS(run_out, "MoE layers: mok forward (megakernel) + unfused backward");
+    CHECK_STR_CONTAINS(run_out, "MoE layers: mok (megakernel forward and backward)");
     CHECK_STR_CONTAINS(run_out, "moe symmetric window");
     check_tracks_as(ref, n_ref, loss, n, 1e-2, tag, "the unfused run", "loss", "step");
     check_tracks_as(vref, nv_ref, vloss, nv, 1e-2, tag, "the unfused run", "val loss", "validation pass");
@@ -192,6 +205,29 @@ static void test_gpu_mok_tracks_unfused_ep2(void) {
     check_mok_tracks_unfused(2, "--set parallel.ep=2 --set train.micro_batch=4", "gpu_ep2", "2 GPUs, ep=2");
 }
 
+/* 200 steps on 2 GPUs, ep = 2: the megakernel's losses track the unfused layer's within 1e-2 at
+ * every step (the long run lets differences in the gradients compound). */
+static void test_gpu_mok_200_steps_ep2(void) {
+    if (!gpu_test_begin()) return;
+    if (gpus() < 2) {
+        test_skip("needs 2 GPUs");
+        return;
+    }
+    setup_corpus(0);
+    enum { LONG = 200 };
+    const char *layout = "--set parallel.ep=2 --set train.micro_batch=4 --set train.steps=200 --set log.every=10";
+    char base[512], mok[600];
+    snprintf(base, sizeof base, "--set backend=cuda %s", layout);
+    snprintf(mok, sizeof mok, "%s --set moe_impl=mok", base);
+    double ref[LONG], loss[LONG];
+    const int n_ref = run_steps(2, "long_unfused", base, ref, LONG);
+    CHECK_STR_CONTAINS(run_out, "MoE layers: unfused");
+    CHECK_EQ_INT(n_ref, LONG);
+    const int n = run_steps(2, "long_mok", mok, loss, LONG);
+    CHECK_STR_CONTAINS(run_out, "MoE layers: mok (megakernel forward and backward)");
+    check_tracks_as(ref, n_ref, loss, n, 1e-2, "2 GPUs, ep=2, 200 steps", "the unfused run", "loss", "step");
+}
+
 TEST_SUITE(gpu_train, TEST_CASE(test_gpu_tracks_cpu), TEST_CASE(test_gpu_runs_repeat_bitwise),
            TEST_CASE(test_gpu_resume_bitwise), TEST_CASE(test_gpu_mok_tracks_unfused),
-           TEST_CASE(test_gpu_mok_tracks_unfused_ep2));
+           TEST_CASE(test_gpu_mok_tracks_unfused_ep2), TEST_CASE(test_gpu_mok_200_steps_ep2));

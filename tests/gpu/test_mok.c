@@ -123,6 +123,99 @@ static double check_y(const Shape *s, const char *variant, const char *what, con
     return err;
 }
 
+/* The backward (wgmma tile only) against the unfused backward on the same forward and dy: dx and
+ * every weight gradient within BF16_TOL, all written, and a second run bitwise identical. */
+enum { G_ROUTER, G_GATE, G_UP, G_DOWN, G_SGATE, G_SUP, G_SDOWN, G_COUNT };
+static const char *const grad_names[G_COUNT] = {"router", "w_gate", "w_up", "w_down",
+                                                "shared_gate", "shared_up", "shared_down"};
+
+typedef struct {
+    float *dx, *g[G_COUNT];
+    long n[G_COUNT];
+} Grads;
+
+static void grads_create(Grads *G, const Shape *s) {
+    const long C = s->C, E = s->E, I = s->I, SI = (long)s->S * s->I;
+    const long n[G_COUNT] = {C * E, E * C * I, E * C * I, E * I * C, C * SI, C * SI, SI * C};
+    memcpy(G->n, n, sizeof n);
+    cudaCheck(cudaMalloc((void **)&G->dx, ((size_t)s->N * C + 1) * sizeof(float)));
+    cudaCheck(cudaMemset(G->dx, 0, ((size_t)s->N * C + 1) * sizeof(float)));
+    for (int t = 0; t < G_COUNT; t++) {
+        cudaCheck(cudaMalloc((void **)&G->g[t], (size_t)(n[t] + 1) * sizeof(float)));
+        cudaCheck(cudaMemset(G->g[t], 0, (size_t)(n[t] + 1) * sizeof(float)));
+    }
+}
+
+static MoeGpuGrads grads_view(const Grads *G, int shared) {
+    MoeGpuGrads g = {G->g[G_ROUTER], G->g[G_GATE], G->g[G_UP], G->g[G_DOWN], shared ? G->g[G_SGATE] : NULL,
+                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL};
+    return g;
+}
+
+static void grads_destroy(Grads *G) {
+    cudaCheck(cudaFree(G->dx));
+    for (int t = 0; t < G_COUNT; t++) cudaCheck(cudaFree(G->g[t]));
+}
+
+/* Compares one device tensor with the reference's; bitwise when `bits`. */
+static void check_grad(const Shape *s, const char *what, const float *dev, const float *ref_dev, long n, int bits) {
+    if (n == 0) return;
+    float *a = mallocCheck((size_t)n * sizeof(float)), *b = mallocCheck((size_t)n * sizeof(float));
+    gpu_download(a, dev, (size_t)n * sizeof(float));
+    gpu_download(b, ref_dev, (size_t)n * sizeof(float));
+    const long nan = count_nan(a, n), w = worst_index(a, b, n);
+    CHECK_MSG(nan == 0, "[%s] backward %s: %ld of %ld values NaN", s->label, what, nan, n);
+    if (bits) {
+        CHECK_MSG(!memcmp(a, b, (size_t)n * sizeof(float)),
+                  "[%s] backward %s: second run not bitwise identical (worst [%ld]: %.9g vs %.9g)", s->label, what, w,
+                  a[w], b[w]);
+    } else {
+        const double err = rel_error_f(a, b, n);
+        CHECK_MSG(err < BF16_TOL, "[%s] backward %s: rel err vs unfused %.3e >= %g (worst [%ld]: mok %.6g, unfused %.6g)",
+                  s->label, what, err, BF16_TOL, w, a[w], b[w]);
+        if (getenv("MOKC_TEST_VERBOSE")) printf("    [%s] backward %s rel err vs unfused %.2e\n", s->label, what, err);
+    }
+    free(a);
+    free(b);
+}
+
+static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, MoeUnfusedWork *w) {
+    const int N = s->N, shared = s->S > 0;
+    const double daux = 0.01;
+    float *dy_h = gpu_rand_array((long)N * s->C, 1.0f, 0);
+    float *dy = gpu_upload(dy_h, (size_t)N * s->C * sizeof(float));
+    free(dy_h);
+    Grads ref, run[2];
+    grads_create(&ref, s);
+    MoeGpuGrads g = grads_view(&ref, shared);
+    moe_unfused_backward(ref.dx, &g, dy, daux, a, w, P->x, P->xb, &P->w, N, 0);
+    MoeMok m;
+    moe_mok_create(&m, &P->d, N, NULL, 0, 1);
+    MoeMokSaved sv;
+    moe_mok_saved_create(&sv, &P->d, N, 0);
+    float *y = gpu_poisoned((size_t)N * s->C * sizeof(float));
+    for (int r = 0; r < 2; r++) {
+        grads_create(&run[r], s);
+        g = grads_view(&run[r], shared);
+        moe_mok_forward(y, &m, &sv, P->x, P->xb, &P->w, P->bias, N, 0);
+        moe_mok_backward(run[r].dx, &g, dy, daux, &sv, &m, P->x, P->xb, &P->w, N, 0);
+        moe_mok_sync(&m, 0);
+    }
+    check_grad(s, "dx", run[0].dx, ref.dx, (long)N * s->C, 0);
+    check_grad(s, "dx", run[1].dx, run[0].dx, (long)N * s->C, 1);
+    for (int t = 0; t < G_COUNT; t++) {
+        check_grad(s, grad_names[t], run[0].g[t], ref.g[t], run[0].n[t], 0);
+        check_grad(s, grad_names[t], run[1].g[t], run[0].g[t], run[0].n[t], 1);
+    }
+    cudaCheck(cudaFree(y));
+    cudaCheck(cudaFree(dy));
+    grads_destroy(&ref);
+    grads_destroy(&run[0]);
+    grads_destroy(&run[1]);
+    moe_mok_saved_destroy(&sv);
+    moe_mok_destroy(&m);
+}
+
 /* Forward variants: a GEMM tile (-1: the layer's default) and a number of communication blocks
  * (0: the default). */
 typedef struct {
@@ -162,7 +255,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     double err_cpu_max = 0;
     for (int v = 0; v < n_vars; v++) {
         MoeMok m;
-        moe_mok_create(&m, &P.d, N, NULL, vars[v].n_comm);
+        moe_mok_create(&m, &P.d, N, NULL, vars[v].n_comm, 0);
         moe_mok_set_debug(&m, 5.0, 0);
         if (vars[v].tile >= 0) moe_mok_set_tile(&m, vars[v].tile);
         char variant[96];
@@ -177,15 +270,15 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
         }
         for (int rep = 0; rep < 2; rep++) {
             y_d = gpu_poisoned((size_t)ny * sizeof(float));
-            moe_mok_forward(y_d, &m, P.x, P.xb, &P.w, P.bias, N, 0);
+            moe_mok_forward(y_d, &m, NULL, P.x, P.xb, &P.w, P.bias, N, 0);
             const double aux = moe_mok_aux_loss(&m, 0);
             gpu_download(y, y_d, (size_t)ny * sizeof(float));
             cudaCheck(cudaFree(y_d));
             const long nan = count_nan(y, ny);
             CHECK_MSG(nan == 0, "[%s, %s] %ld of %ld outputs not written (NaN)", s->label, variant, nan, ny);
             if (rep == 0) {
-                gpu_download(tk, m.topk, (size_t)N * k * sizeof(int));
-                gpu_download(cnt, m.counts, (size_t)E * sizeof(int));
+                gpu_download(tk, m.st.topk, (size_t)N * k * sizeof(int));
+                gpu_download(cnt, m.st.counts, (size_t)E * sizeof(int));
                 check_topk(s, "the CPU", tk, P.topk_cpu);
                 check_topk(s, "unfused", tk, tk_unf);
                 CHECK_MSG(!memcmp(cnt, cnt_unf, (size_t)E * sizeof(int)), "[%s] expert counts differ from unfused",
@@ -212,6 +305,8 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     if (getenv("MOKC_TEST_VERBOSE"))
         printf("    [%s] rel err of y vs the CPU: mok %.2e (worst variant), unfused %.2e\n", s->label, err_cpu_max,
                err_unf_cpu);
+    const char *why = NULL;
+    if (mok_tile_supported(MOK_TILE_WGMMA, s->C, s->I, &why)) check_backward(s, &P, &a, &w);
     for (int i = 0; i < MAX_TILES; i++) free(first[i]);
     free(y_unf);
     free(y);
@@ -278,37 +373,54 @@ static void test_mok_narrow_widths(void) {
 
 #define WATCHDOG_ENV "MOKC_TEST_MOK_WATCHDOG_CHILD"
 
-/* Runs only as the child of test_mok_watchdog: a forward whose dispatch blocks skip their rows.
- * moe_mok_sync must print the record and exit non-zero; returning is a failure. */
+/* Runs only as the child of test_mok_watchdog: with WATCHDOG_ENV=forward, a forward whose dispatch
+ * warps skip their rows; =backward, a complete forward, then a backward whose dispatch skips the dy
+ * rows (the wgmma tile). moe_mok_sync must print the record and exit non-zero; returning is a
+ * failure. */
 static void test_mok_watchdog_child(void) {
-    if (!getenv(WATCHDOG_ENV)) {
+    const char *which = getenv(WATCHDOG_ENV);
+    if (!which) {
         test_skip("runs only as the child of test_mok_watchdog");
         return;
     }
     if (!gpu_test_begin()) return;
     const Shape s = {"watchdog", 100, 64, 8, 2, 64, 0, 0, 0, 0, 9};
+    const int backward = !strcmp(which, "backward");
     Problem P;
     problem_create(&P, &s); /* the routing margin does not matter here */
     MoeMok m;
-    moe_mok_create(&m, &P.d, s.N, NULL, 2);
-    moe_mok_set_debug(&m, 1.0, 1);
-    float *y;
+    moe_mok_create(&m, &P.d, s.N, NULL, 2, 1);
+    MoeMokSaved sv;
+    moe_mok_saved_create(&sv, &P.d, s.N, 0);
+    moe_mok_set_debug(&m, 1.0, !backward);
+    float *y, *dx, *dy;
     cudaCheck(cudaMalloc((void **)&y, (size_t)s.N * s.C * sizeof(float)));
-    moe_mok_forward(y, &m, P.x, NULL, &P.w, NULL, s.N, 0);
+    cudaCheck(cudaMalloc((void **)&dx, (size_t)s.N * s.C * sizeof(float)));
+    cudaCheck(cudaMalloc((void **)&dy, (size_t)s.N * s.C * sizeof(float)));
+    cudaCheck(cudaMemset(dy, 0, (size_t)s.N * s.C * sizeof(float)));
+    moe_mok_forward(y, &m, &sv, P.x, NULL, &P.w, NULL, s.N, 0);
+    if (backward) {
+        Grads G;
+        grads_create(&G, &s);
+        const MoeGpuGrads g = grads_view(&G, 0);
+        moe_mok_sync(&m, 0);
+        moe_mok_set_debug(&m, 1.0, 1);
+        moe_mok_backward(dx, &g, dy, 0.01, &sv, &m, P.x, NULL, &P.w, s.N, 0);
+    }
     moe_mok_sync(&m, 0); /* must not return */
-    fprintf(stderr, "watchdog child: the forward returned although no row was dispatched\n");
+    fprintf(stderr, "watchdog child: the %s returned although no row was dispatched\n", which);
     fflush(stderr);
     _exit(0); /* the parent expects a non-zero exit */
 }
 
-static void test_mok_watchdog(void) {
-    if (!gpu_test_begin()) return;
+/* Runs the child for `which` and checks its exit code, time and record: one of the roles listed. */
+static void check_watchdog(const char *which, const char *role_a, const char *role_b) {
     char exe[1024], cmd[1400];
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     CHECK(n > 0);
     if (n <= 0) return;
     exe[n] = 0;
-    snprintf(cmd, sizeof cmd, "%s=1 timeout -s KILL 60 '%s' mok.test_mok_watchdog_child", WATCHDOG_ENV, exe);
+    snprintf(cmd, sizeof cmd, "%s=%s timeout -s KILL 60 '%s' mok.test_mok_watchdog_child", WATCHDOG_ENV, which, exe);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     static char log[16384];
@@ -316,15 +428,24 @@ static void test_mok_watchdog(void) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     const int ok_code = code == MOKC_EXIT_RUNTIME;
-    /* With no rows dispatched, whichever waiting tile's budget expires first reports: a gate/up tile
-     * waiting for its rows (role 1) or a down tile waiting for its gate/up tiles (role 2). */
-    const int ok_record = strstr(log, "mok watchdog:") && (strstr(log, "role 1") || strstr(log, "role 2")) &&
+    const int ok_record = strstr(log, "mok watchdog:") && (strstr(log, role_a) || strstr(log, role_b)) &&
                           strstr(log, " seen 0 ");
-    CHECK_MSG(ok_code, "the watchdog child should exit %d, got %d after %.1f s (137: killed, it hung)",
+    CHECK_MSG(ok_code, "the %s watchdog child should exit %d, got %d after %.1f s (137: killed, it hung)", which,
               MOKC_EXIT_RUNTIME, code, secs);
-    CHECK_MSG(ok_record, "the child did not print the expected watchdog record");
-    CHECK_MSG(secs < 30.0, "the watchdog child took %.1f s (budget 1 s)", secs);
+    CHECK_MSG(ok_record, "the %s watchdog child did not print the expected record (%s or %s)", which, role_a, role_b);
+    CHECK_MSG(secs < 30.0, "the %s watchdog child took %.1f s (budget 1 s)", which, secs);
     if (!ok_code || !ok_record || secs >= 30.0) fprintf(stderr, "---- watchdog child output ----\n%s\n----\n", log);
+}
+
+static void test_mok_watchdog(void) {
+    if (!gpu_test_begin()) return;
+    /* With no rows dispatched, whichever waiting task's budget expires first reports: forward, a
+     * gate/up task waiting for its rows (role 1) or a down task waiting for its gate/up tasks
+     * (role 2); backward, a task waiting for its dy rows (role 4) or for the SwiGLU backward of
+     * its rows (role 5). */
+    check_watchdog("forward", "role 1", "role 2");
+    const char *why = NULL;
+    if (mok_tile_supported(MOK_TILE_WGMMA, 64, 64, &why)) check_watchdog("backward", "role 4", "role 5");
 }
 
 TEST_SUITE(mok, TEST_CASE(test_mok_forward), TEST_CASE(test_mok_narrow_widths), TEST_CASE(test_mok_watchdog),

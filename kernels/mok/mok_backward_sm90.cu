@@ -1,0 +1,298 @@
+/*
+ * The megakernel backward with the Hopper tile (sm_90a): the protocol is in mok.h (MokBwdParams),
+ * the pipeline (producer lane, dispatch warps, two wgmma consumers, staging) in sm90_pipeline.cuh.
+ * Operand layouts per task kind (K-major: rows of 64 K; MN-major: 64 K lines of 64 M or N):
+ *   dgrad: A dyr K-major (K = C), B w_down K-major (its rows are I, contiguous in C);
+ *   dx:    A dpg then dpu K-major (K = 2I), B w_gate then w_up K-major (rows C, contiguous in I);
+ *   wdown: A h M-major (M = I), B dyr N-major (N = C), K = the expert's rows;
+ *   wgu:   A xr M-major (M = C), B dpg | dpu N-major (N = 128 + 128 of I), K = the expert's rows.
+ * A weight-gradient task's last K block ends inside the next expert's rows: the consumers zero
+ * those K lines in shared memory before their MMAs (sm90_zero_k_tail).
+ */
+#include "sm90_pipeline.cuh"
+
+
+/* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: 64 columns x 64 K
+ * lines; weights, K-major B: 64 K x 256 rows of one expert. */
+typedef struct {
+    CUtensorMap dyr_k, dpg_k, dpu_k;            /* (R, C), (R, I), (R, I) */
+    CUtensorMap h_mn, dyr_mn, xr_mn, dpg_mn, dpu_mn;
+    CUtensorMap w_down_k, w_gate_k, w_up_k;     /* (El, I, C), (El, C, I) x 2 */
+} Sm90BwdMaps;
+
+enum { BWD_DGRAD = 0, BWD_WDOWN = 1, BWD_DX = 2, BWD_WGU = 3 };
+
+/* Tasks per kind, from the shape (recomputed where needed: registers are the consumers' limit). */
+__device__ __forceinline__ int bwd_nA(const MokBwdParams &p) { return (p.I + 255) / 256; } /* dgrad per M tile */
+__device__ __forceinline__ int bwd_nX(const MokBwdParams &p) { return (p.C + 255) / 256; } /* dx per M tile */
+__device__ __forceinline__ int bwd_nWd(const MokBwdParams &p) { return ((p.I + 127) / 128) * ((p.C + 255) / 256); }
+__device__ __forceinline__ int bwd_nWg(const MokBwdParams &p) { return ((p.C + 127) / 128) * ((p.I + 127) / 128); }
+__device__ __forceinline__ int bwd_total(const MokBwdParams &p, int MT) {
+    return MT * (bwd_nA(p) + bwd_nX(p)) + p.El * (bwd_nWd(p) + bwd_nWg(p));
+}
+
+struct Sm90BwdTask {
+    int kind, idx, mi, ni; /* idx: the M tile (dgrad, dx) or the local expert (wdown, wgu) */
+};
+
+/* The task behind ticket t: all dgrad, then wdown, then dx, then wgu (topological order). */
+__device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int MT, int t) {
+    Sm90BwdTask k;
+    const int e0 = MT * bwd_nA(p), e1 = e0 + p.El * bwd_nWd(p), e2 = e1 + MT * bwd_nX(p);
+    k.kind = t < e0 ? BWD_DGRAD : t < e1 ? BWD_WDOWN : t < e2 ? BWD_DX : BWD_WGU;
+    const int u = t - (k.kind == BWD_DGRAD ? 0 : k.kind == BWD_WDOWN ? e0 : k.kind == BWD_DX ? e1 : e2);
+    if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
+        const int n = k.kind == BWD_DGRAD ? bwd_nA(p) : bwd_nX(p);
+        k.idx = u / n, k.mi = 0, k.ni = u - k.idx * n;
+    } else {
+        const int n = k.kind == BWD_WDOWN ? (p.C + 255) / 256 : (p.I + 127) / 128;
+        const int per = k.kind == BWD_WDOWN ? bwd_nWd(p) : bwd_nWg(p);
+        k.idx = u / per;
+        const int r = u - k.idx * per;
+        k.mi = r / n, k.ni = r - (r / n) * n;
+    }
+    return k;
+}
+
+/* Local expert el's first owner row and row count. */
+__device__ __forceinline__ void sm90_expert_rows(const MokBwdParams &p, int el, int &rs, int &cnt) {
+    const int *eo = p.expert_offset_all + p.e0;
+    rs = eo[el] - eo[0];
+    cnt = eo[el + 1] - eo[el];
+}
+
+/* Producer: waits until every M tile of expert el has `ctr` >= expected. */
+__device__ __forceinline__ void sm90_wait_expert(const MokBwdParams &p, const unsigned *ctr, unsigned expected, int role,
+                                                 int t, int el) {
+    for (int mt = p.mt_start[el]; mt < p.mt_start[el + 1]; mt++)
+        mok_wait(p.err, p.ticket + 1, p.budget_ns, ctr + mt, expected, role, t, mt);
+}
+
+/* One thread: tickets -> counters -> TMA loads. */
+__device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
+                                 int MT) {
+    Sm90Ring sr = {0, 0}, tr = {0, 0};
+    const int total = bwd_total(p, MT), KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
+    for (;;) {
+        const int t = (int)atomicAdd(p.ticket, 1u);
+        sm90_send_task(wd, sm.bars, tr, t < total ? t : total);
+        if (t >= total) return;
+        const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
+        if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
+            if (k.kind == BWD_DGRAD)
+                mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.idx, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
+            else
+                mok_wait(p.err, p.ticket + 1, p.budget_ns, p.dpg_done + k.idx, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t,
+                         k.idx);
+            mok_fence_proxy_async_global();
+            int el, r0, nrows;
+            mok_tile_rows(p, k.idx, el, r0, nrows);
+            const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
+            for (int kb = 0; kb < KB; kb++) {
+                const int s = sm90_stage_begin(wd, sm.bars, sr, SM90_A_BYTES + SM90_B_BYTES, t);
+                uint64_t *full = &sm.bars->full[s];
+                const int second = kb >= KBi, kk = (k.kind == BWD_DX && second ? kb - KBi : kb) * SM90_BK;
+                const CUtensorMap *ma = k.kind == BWD_DGRAD ? &tm.dyr_k : second ? &tm.dpu_k : &tm.dpg_k;
+                const CUtensorMap *mb = k.kind == BWD_DGRAD ? &tm.w_down_k : second ? &tm.w_up_k : &tm.w_gate_k;
+                mok_tma_load_2d(sm.a + s * SM90_A_BYTES, ma, full, kk, r0);
+                mok_tma_load_3d(sm.b + s * SM90_B_BYTES, mb, full, kk, k.ni * 256, el);
+            }
+            continue;
+        }
+        /* weight gradients: K runs over the expert's rows */
+        int rs, cnt;
+        sm90_expert_rows(p, k.idx, rs, cnt);
+        if (cnt == 0) continue;
+        if (k.kind == BWD_WDOWN)
+            sm90_wait_expert(p, p.arrive, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
+        else
+            sm90_wait_expert(p, p.dpg_done, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t, k.idx);
+        mok_fence_proxy_async_global();
+        const int M = k.kind == BWD_WDOWN ? p.I : p.C, N = k.kind == BWD_WDOWN ? p.C : p.I;
+        int arow[2], bcol[4];
+        unsigned bytes = 0;
+        for (int j = 0; j < 2; j++) {
+            arow[j] = k.mi * 128 + 64 * j;
+            if (arow[j] < M) bytes += SM90_PANEL_BYTES;
+        }
+        for (int j = 0; j < 4; j++) {
+            bcol[j] = k.kind == BWD_WDOWN ? k.ni * 256 + 64 * j : k.ni * 128 + 64 * (j & 1);
+            if (bcol[j] < N) bytes += SM90_PANEL_BYTES;
+        }
+        const int KB = (cnt + SM90_BK - 1) / SM90_BK;
+        for (int kb = 0; kb < KB; kb++) {
+            const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t), row = rs + kb * SM90_BK;
+            uint64_t *full = &sm.bars->full[s];
+            for (int j = 0; j < 2; j++)
+                if (arow[j] < M)
+                    mok_tma_load_2d(sm.a + s * SM90_A_BYTES + j * SM90_PANEL_BYTES,
+                                    k.kind == BWD_WDOWN ? &tm.h_mn : &tm.xr_mn, full, arow[j], row);
+            for (int j = 0; j < 4; j++) {
+                if (bcol[j] >= N) continue;
+                const CUtensorMap *mb = k.kind == BWD_WDOWN ? &tm.dyr_mn : j >= 2 ? &tm.dpu_mn : &tm.dpg_mn;
+                mok_tma_load_2d(sm.b + s * SM90_B_BYTES + j * SM90_PANEL_BYTES, mb, full, bcol[j], row);
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void sm90_swiglu_b(float d, float g, float u, float &dg, float &du) {
+    const float s = 1.0f / (1.0f + expf(-g));
+    dg = d * u * (s + g * s * (1.0f - s));
+    du = d * g * s;
+}
+
+/* dgrad epilogue of consumer w: dh (fp32, in acc) through the SwiGLU backward with the saved
+ * pre_gate, pre_up, in place (acc[a] becomes the bf16 pair of dpg, acc[a + 1] that of dpu: the
+ * registers of dh are the only room there is), then dpg and dpu in staged 128-column parts; then
+ * the signal. */
+__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, float (&acc)[128], __nv_bfloat16 *stg,
+                                                    int w, int mt, int nt) {
+    int el, r0, nrows;
+    mok_tile_rows(p, mt, el, r0, nrows);
+    r0 += 64 * w;
+    nrows -= 64 * w;
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int a = 4 * i + 2 * half, r = ra + 8 * half, c = nt * 256 + 8 * i + t2;
+            float dg0 = 0.0f, du0 = 0.0f, dg1 = 0.0f, du1 = 0.0f;
+            if (r < nrows && c < p.I) {
+                const size_t off = (size_t)(r0 + r) * p.I + c;
+                const __nv_bfloat162 g = *reinterpret_cast<const __nv_bfloat162 *>(p.pre_gate + off);
+                const __nv_bfloat162 u = *reinterpret_cast<const __nv_bfloat162 *>(p.pre_up + off);
+                sm90_swiglu_b(acc[a], __low2float(g), __low2float(u), dg0, du0);
+                sm90_swiglu_b(acc[a + 1], __high2float(g), __high2float(u), dg1, du1);
+            }
+            const __nv_bfloat162 dg = __floats2bfloat162_rn(dg0, dg1), du = __floats2bfloat162_rn(du0, du1);
+            acc[a] = *reinterpret_cast<const float *>(&dg);
+            acc[a + 1] = *reinterpret_cast<const float *>(&du);
+        }
+#pragma unroll
+    for (int part = 0; part < 2; part++) {
+        const int col0 = nt * 256 + 128 * part;
+        if (col0 >= p.I) break;
+#pragma unroll
+        for (int which = 0; which < 2; which++) { /* 0: dpg, 1: dpu */
+            sm90_stage(stg, w, [&](int i, int half) {
+                const float v = acc[4 * (i + 16 * part) + 2 * half + which];
+                return *reinterpret_cast<const __nv_bfloat162 *>(&v);
+            });
+            bf16_t *dst = which ? p.dpu : p.dpg;
+            sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) {
+                return reinterpret_cast<__nv_bfloat16 *>(dst) + (size_t)(r0 + r) * p.I + col0;
+            });
+        }
+    }
+    mok_fence_proxy_async_global(); /* dpg, dpu are read by TMA in the dx and wgu tasks */
+    sm90_named_sync(2 + w, 128);
+    if (tid == 0) {
+        __threadfence();
+        mok_red_release(p.dpg_done + mt, 1u);
+    }
+}
+
+/* Weight-gradient epilogue of consumer w: g[m][col(c)] += acc for rows m = m0 + (its 64 rows) < M;
+ * column c < 256 of the task goes to g_lo (c < split) at n0 + c or g_hi at n0 + c - split, < N. */
+__device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int w, int m0, int M, float *g_lo,
+                                                    float *g_hi, int split, int n0, int N) {
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int m = m0 + 64 * w + ra + 8 * half, c = 8 * i + t2;
+            const int hi = c >= split, n = n0 + c - (hi ? split : 0);
+            if (m >= M || n >= N) continue;
+            float2 *dst = reinterpret_cast<float2 *>((hi ? g_hi : g_lo) + (size_t)m * N + n);
+            float2 v = *dst;
+            v.x += acc[4 * i + 2 * half];
+            v.y += acc[4 * i + 2 * half + 1];
+            *dst = v;
+        }
+}
+
+/* Consumer warpgroup w (0 or 1). */
+__device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
+                                                 int MT) {
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+    __nv_bfloat16 *stg = sm.stg + w * 64 * 128;
+    Sm90Ring sr = {0, 0}, tr = {0, 0};
+    const int total = bwd_total(p, MT);
+    for (;;) {
+        const int t = sm90_recv_task(wd, sm.bars, tr);
+        if (t >= total) return;
+        const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
+        const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
+        const size_t CI = (size_t)p.C * p.I;
+        if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
+            sm90_mma<0, 0>(acc, wd, sm, sr, w, k.kind == BWD_DGRAD ? KBc : 2 * KBi, 64, t);
+            if (k.kind == BWD_DGRAD) {
+                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni);
+            } else {
+                int el, r0, nrows;
+                mok_tile_rows(p, k.idx, el, r0, nrows);
+                sm90_push_rows(p, acc, stg, w, r0 + 64 * w, nrows - 64 * w, k.ni * 256, p.y_off);
+            }
+        } else {
+            int rs, cnt;
+            sm90_expert_rows(p, k.idx, rs, cnt);
+            if (cnt == 0) continue;
+            const int KB = (cnt + SM90_BK - 1) / SM90_BK;
+            sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
+            if (k.kind == BWD_WDOWN)
+                sm90_epilogue_wgrad(acc, w, k.mi * 128, p.I, p.g_down + k.idx * CI, p.g_down + k.idx * CI, 256,
+                                    k.ni * 256, p.C);
+            else
+                sm90_epilogue_wgrad(acc, w, k.mi * 128, p.C, p.g_gate + k.idx * CI, p.g_up + k.idx * CI, 128,
+                                    k.ni * 128, p.I);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(SM90_THREADS, 1)
+    mok_backward_sm90_kernel(const __grid_constant__ MokBwdParams p, const __grid_constant__ Sm90BwdMaps tm) {
+#if MOK_SM90
+    extern __shared__ unsigned char smem_raw[];
+    const Sm90Smem sm = sm90_setup(smem_raw);
+    const Sm90Watch wd = {p.err, p.ticket + 1, p.budget_ns};
+    const int MT = *p.total_mt, wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        mok_setmaxnreg_dec<64>();
+        if (threadIdx.x == 0) sm90_bwd_produce(p, tm, wd, sm, MT);
+        else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
+            sm90_dispatch(p, MT, p.dyr, p.dy_off, 1);
+        return;
+    }
+    mok_setmaxnreg_inc<208>();
+    sm90_bwd_consume(p, wd, sm, wg - 1, MT);
+#else
+    asm volatile("trap;");
+#endif
+}
+
+extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStream_t stream) {
+    const MokBwdParams &p = *pin;
+    sm90_prepare(mok_backward_sm90_kernel, p.tile_m, "backward");
+    cudaCheck(cudaMemsetAsync(p.arrive, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p.dpg_done, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p.ticket, 0, 2 * sizeof(unsigned), stream));
+    Sm90BwdMaps tm;
+    sm90_encode(&tm.dyr_k, p.dyr, 2, p.C, p.R_max, 1, 128);
+    sm90_encode(&tm.dpg_k, p.dpg, 2, p.I, p.R_max, 1, 128);
+    sm90_encode(&tm.dpu_k, p.dpu, 2, p.I, p.R_max, 1, 128);
+    sm90_encode(&tm.h_mn, p.h, 2, p.I, p.R_max, 1, 64);
+    sm90_encode(&tm.dyr_mn, p.dyr, 2, p.C, p.R_max, 1, 64);
+    sm90_encode(&tm.xr_mn, p.xr, 2, p.C, p.R_max, 1, 64);
+    sm90_encode(&tm.dpg_mn, p.dpg, 2, p.I, p.R_max, 1, 64);
+    sm90_encode(&tm.dpu_mn, p.dpu, 2, p.I, p.R_max, 1, 64);
+    sm90_encode(&tm.w_down_k, p.w_down, 3, p.C, p.I, p.El, 256);
+    sm90_encode(&tm.w_gate_k, p.w_gate, 3, p.I, p.C, p.El, 256);
+    sm90_encode(&tm.w_up_k, p.w_up, 3, p.I, p.C, p.El, 256);
+    mok_backward_sm90_kernel<<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    cudaCheckLaunch();
+}

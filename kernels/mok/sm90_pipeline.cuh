@@ -1,0 +1,278 @@
+/*
+ * The Hopper megakernels' shared machinery (mok_forward_sm90.cu, mok_backward_sm90.cu): one block
+ * per SM of SM90_THREADS = 384 threads. Warpgroup 0 produces: lane 0 of warp 0 takes tickets, waits
+ * on the protocol's counters and fills a ring of SM90_STAGES shared-memory stages with TMA; warps
+ * 1-3 pull rows over NVLink (the dispatch). Warpgroups 1 and 2 consume: consumer w computes rows
+ * [64w, 64w + 64) x 256 columns of a 128 x 256 task with wgmma m64n256k16 (128 fp32 registers a
+ * thread), then an epilogue. Tasks reach the consumers through a 2-slot task ring.
+ *
+ * A stage holds A (16 KB) and B (32 KB), both 128-byte swizzled (layouts: tile_wgmma.cuh):
+ *   A K-major: one box of 128 rows x 64 K (consumer w: rows 64w.., at + 8 KB * w);
+ *   A M-major: two boxes of 64 K lines x 64 M (consumer w: M panel w, at + 8 KB * w);
+ *   B K-major: one box of 256 N rows x 64 K;  B N-major: four boxes of 64 K lines x 64 N.
+ * The MN-major operands carry K along lines, so a K tail (the last block of an expert's rows in a
+ * weight gradient) is cut by zeroing whole 128-byte lines (sm90_zero_k_tail).
+ */
+#ifndef MOKC_KERNELS_MOK_SM90_PIPELINE_CUH
+#define MOKC_KERNELS_MOK_SM90_PIPELINE_CUH
+
+#include <cuda_bf16.h>
+
+#include "mok.h"
+#include "mok_protocol.cuh"
+#include "tile_wgmma.cuh"
+
+extern "C" {
+#include "common.h" /* src/common.h: mokc_die */
+}
+
+#define SM90_THREADS 384
+#define SM90_STAGES 4
+#define SM90_BK 64
+#define SM90_BM 128
+#define SM90_PANEL_BYTES (64 * 64 * 2)        /* one 64 x 64 bf16 box */
+#define SM90_A_BYTES (2 * SM90_PANEL_BYTES)   /* 128 rows (or M) x 64 K */
+#define SM90_B_BYTES (4 * SM90_PANEL_BYTES)   /* 256 columns x 64 K */
+#define SM90_STAGING_BYTES (2 * 64 * 128 * 2) /* per consumer: 64 x 128 bf16, 16-byte chunks swizzled */
+
+typedef struct {
+    uint64_t full[SM90_STAGES], empty[SM90_STAGES];
+    uint64_t task_full[2], task_empty[2];
+    int task[2];
+} Sm90Bars;
+
+#define SM90_SMEM_BYTES \
+    (1024 + SM90_STAGES * (SM90_A_BYTES + SM90_B_BYTES) + SM90_STAGING_BYTES + (int)sizeof(Sm90Bars))
+
+static_assert(SM90_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
+
+/* The block's shared memory, carved from the dynamic allocation (1024-byte aligned tiles). */
+struct Sm90Smem {
+    unsigned char *a, *b; /* SM90_STAGES stages each */
+    __nv_bfloat16 *stg;   /* consumer w's staging at + 64 * 128 * w */
+    Sm90Bars *bars;
+};
+
+/* What a bounded wait reports on expiry. */
+struct Sm90Watch {
+    MokError *err;
+    unsigned *claim;
+    long long budget_ns;
+};
+
+__device__ __forceinline__ void sm90_named_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* Carves the shared memory; thread 0 initialises the barriers; then a block barrier. */
+__device__ __forceinline__ Sm90Smem sm90_setup(unsigned char *raw) {
+    unsigned char *base = raw + ((1024 - (mok_smem_u32(raw) & 1023)) & 1023);
+    Sm90Smem s;
+    s.a = base;
+    s.b = s.a + SM90_STAGES * SM90_A_BYTES;
+    s.stg = reinterpret_cast<__nv_bfloat16 *>(s.b + SM90_STAGES * SM90_B_BYTES);
+    s.bars = reinterpret_cast<Sm90Bars *>(reinterpret_cast<unsigned char *>(s.stg) + SM90_STAGING_BYTES);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < SM90_STAGES; i++) {
+            mok_mbar_init(&s.bars->full[i], 1);
+            mok_mbar_init(&s.bars->empty[i], 256);
+        }
+        for (int i = 0; i < 2; i++) {
+            mok_mbar_init(&s.bars->task_full[i], 1);
+            mok_mbar_init(&s.bars->task_empty[i], 256);
+        }
+        mok_mbar_fence_init();
+    }
+    __syncthreads();
+    return s;
+}
+
+/* Bounded wait on a pipeline barrier. Its budget is twice the counters': a stalled counter is
+ * reported by the producer that waits on it, not by the consumers idling behind it. */
+__device__ __forceinline__ void sm90_wait(const Sm90Watch &wd, uint64_t *bar, unsigned parity, int tile) {
+    if (mok_mbar_try_wait(bar, parity)) return;
+    const long long t0 = mok_globaltimer();
+    bool fired = false;
+    while (!mok_mbar_try_wait(bar, parity)) {
+        const long long dt = mok_globaltimer() - t0;
+        if (!fired && dt > 2 * wd.budget_ns) {
+            fired = true;
+            mok_watchdog_fire(wd.err, wd.claim, MOK_ROLE_PIPELINE, tile, -1, 1u, 0u, dt);
+        }
+    }
+}
+
+/* A position in a ring of n slots and the parity of its current lap. */
+struct Sm90Ring {
+    int slot;
+    unsigned phase;
+    __device__ __forceinline__ void next(int n) {
+        if (++slot == n) slot = 0, phase ^= 1u;
+    }
+};
+
+/* Producer: hands ticket t (or the end, t >= total) to both consumers. */
+__device__ __forceinline__ void sm90_send_task(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &tr, int t) {
+    sm90_wait(wd, &bars->task_empty[tr.slot], tr.phase ^ 1u, t);
+    bars->task[tr.slot] = t;
+    mok_mbar_arrive(&bars->task_full[tr.slot]);
+    tr.next(2);
+}
+
+/* Consumer: the next ticket. */
+__device__ __forceinline__ int sm90_recv_task(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &tr) {
+    sm90_wait(wd, &bars->task_full[tr.slot], tr.phase, -1);
+    const int t = bars->task[tr.slot];
+    mok_mbar_arrive(&bars->task_empty[tr.slot]);
+    tr.next(2);
+    return t;
+}
+
+/* Producer: waits for a free stage and arms its barrier for `bytes`; returns the stage index. */
+__device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &sr, unsigned bytes,
+                                                int tile) {
+    const int s = sr.slot;
+    sm90_wait(wd, &bars->empty[s], sr.phase ^ 1u, tile);
+    mok_mbar_arrive_expect_tx(&bars->full[s], bytes);
+    sr.next(SM90_STAGES);
+    return s;
+}
+
+/* Consumers (all 256 threads): zero K lines [valid, 64) of the stage's A panels and B panels
+ * (MN-major operands only), make the writes visible to wgmma, and wait for each other. */
+__device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char *b, int valid) {
+    const int tid = threadIdx.x - 128, lines = 64 - valid;
+    for (int v = tid; v < 6 * lines * 8; v += 256) {
+        const int panel = v / (lines * 8), rest = v - panel * lines * 8, line = valid + rest / 8, chunk = rest & 7;
+        unsigned char *base = panel < 2 ? a + panel * SM90_PANEL_BYTES : b + (panel - 2) * SM90_PANEL_BYTES;
+        *reinterpret_cast<int4 *>(base + line * 128 + chunk * 16) = make_int4(0, 0, 0, 0);
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    sm90_named_sync(4, 256);
+}
+
+/* Consumer w's main loop over KB blocks of K: acc = A @ B. TA / TB: A M-major / B N-major (else
+ * K-major). k_tail (MN-major operands only): valid K lines of the last block, 64 when full. */
+template <int TA, int TB>
+__device__ __forceinline__ void sm90_mma(float (&acc)[128], const Sm90Watch &wd, const Sm90Smem &sm, Sm90Ring &sr,
+                                         int w, int KB, int k_tail, int tile) {
+    constexpr unsigned lbo_a = TA ? SM90_PANEL_BYTES : 16, lbo_b = TB ? SM90_PANEL_BYTES : 16;
+    constexpr int step_a = TA ? 128 : 2, step_b = TB ? 128 : 2; /* per 16-wide K step, in 16-byte units */
+    int prev = -1;
+    for (int kb = 0; kb < KB; kb++) {
+        const int s = sr.slot;
+        sm90_wait(wd, &sm.bars->full[s], sr.phase, tile);
+        unsigned char *a = sm.a + s * SM90_A_BYTES, *b = sm.b + s * SM90_B_BYTES;
+        /* every block of an MN-major task passes here (no divergent path around the wgmma) */
+        if constexpr (TA || TB) sm90_zero_k_tail(a, b, kb == KB - 1 ? k_tail : 64);
+        const uint64_t da = mok_wgmma_desc(a + w * SM90_PANEL_BYTES, lbo_a, 1024), db = mok_wgmma_desc(b, lbo_b, 1024);
+        mok_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < SM90_BK / 16; kk++)
+            mok_wgmma_m64n256k16<TA, TB>(acc, da + step_a * kk, db + step_b * kk, kb > 0 || kk > 0);
+        mok_wgmma_commit();
+        if (prev >= 0) {
+            mok_wgmma_wait<1>(); /* the previous stage's products are done: release it */
+            mok_mbar_arrive(&sm.bars->empty[prev]);
+        }
+        prev = s;
+        sr.next(SM90_STAGES);
+    }
+    mok_wgmma_wait<0>();
+    mok_fence_acc(acc);
+    mok_mbar_arrive(&sm.bars->empty[prev]);
+}
+
+/* Consumer w's staging: 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7)
+ * (conflict-free for the accumulator's writes and the row-wise 16-byte reads). */
+__device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r, int c) {
+    return stg + r * 128 + ((c ^ (r & 7)) << 3);
+}
+
+/* Writes f(i, half) (the bf16 pair of accumulator columns 8i + 2t, +1 in row ra + 8 * half,
+ * i < 16) into the staging, then the consumer's barrier. */
+template <class F>
+__device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t = tid & 3;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+            *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, ra + 8 * half, i) + 2 * t) = f(i, half);
+    sm90_named_sync(2 + w, 128);
+}
+
+/* Copies the staged rows r < nrows, chunks with column col0 + 8c < ncols, to row_ptr(r) + 8c;
+ * then the consumer's barrier (the staging is free again). */
+template <class P>
+__device__ __forceinline__ void sm90_unstage(__nv_bfloat16 *stg, int w, int nrows, int col0, int ncols, P row_ptr) {
+    const int tid = threadIdx.x & 127;
+    for (int v = tid; v < 64 * 16; v += 128) {
+        const int r = v >> 4, c = v & 15;
+        if (r >= nrows || col0 + 8 * c >= ncols) continue;
+        *reinterpret_cast<int4 *>(row_ptr(r) + 8 * c) = *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
+    }
+    sm90_named_sync(2 + w, 128);
+}
+
+__device__ __forceinline__ __nv_bfloat162 sm90_pair(const float (&acc)[128], int i, int half) {
+    return __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+}
+
+/* Consumer w's 64 x 256 result as bf16, two staged halves, each row pushed to its source rank's
+ * slot (token * k + j) at window offset off: the forward's expert outputs and the backward's dx
+ * rows. Rows r0 + r of the owner layout, r < nrows; columns col0 + c < C. */
+template <class P>
+__device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[128], __nv_bfloat16 *stg, int w, int r0,
+                                               int nrows, int col0, size_t off) {
+    const int base = p.expert_offset_all[p.e0];
+#pragma unroll
+    for (int part = 0; part < 2; part++) {
+        const int c0 = col0 + 128 * part;
+        if (c0 >= p.C) break;
+        sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16 * part, half); });
+        sm90_unstage(stg, w, nrows, c0, p.C, [&](int r) {
+            const int g = p.row_slot_all[base + r0 + r];
+            const int src = g / p.NK, slot = g - src * p.NK;
+            return reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + off) + (size_t)slot * p.C + c0;
+        });
+    }
+}
+
+/* Warps 1-3 of warpgroup 0: pull the rows of M tiles blockIdx.x, + n_comm, ... into dst (owner
+ * layout, C columns) from the sources' windows at offset off (row = token, or slot when per_slot),
+ * then release arrive[mt]. */
+template <class P>
+__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, bf16_t *dst, size_t off, int per_slot) {
+    const int warp = threadIdx.x >> 5, base = p.expert_offset_all[p.e0];
+    for (int mt = blockIdx.x; mt < MT; mt += p.n_comm) {
+        int el, r0, nrows;
+        mok_tile_rows(p, mt, el, r0, nrows);
+        for (int r = warp - 1; r < nrows; r += 3) mok_pull_row(p, base, r0 + r, dst, off, per_slot);
+        mok_fence_proxy_async_global(); /* the rows are read by TMA */
+        sm90_named_sync(1, 96);
+        if (threadIdx.x == 32) {
+            __threadfence();
+            mok_red_release(p.arrive + mt, 1u);
+        }
+    }
+}
+
+/* Host, before a launch of a Hopper megakernel: its shared-memory limit raised once, and the
+ * schedule's M tile checked (the kernels compute 128-row tiles). */
+template <class Kernel>
+static void sm90_prepare(Kernel kernel, int tile_m, const char *who) {
+    static int attr_set = 0; /* one per kernel */
+    if (!attr_set) {
+        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SM90_SMEM_BYTES));
+        attr_set = 1;
+    }
+    if (tile_m != SM90_BM)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s needs tile_m = %d, not %d (internal)", who, SM90_BM, tile_m);
+}
+
+/* Host: a TMA map of a bf16 tensor, 128-byte swizzled. rank 2: dims {cols, rows}; rank 3: {cols,
+ * rows, mats}; boxes of 64 columns x box_rows (x 1). (mok_forward_sm90.cu) */
+void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
+
+#endif

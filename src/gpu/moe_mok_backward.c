@@ -1,0 +1,114 @@
+/*
+ * The MoE layer's backward through the megakernel (contract in moe_mok.h: moe_mok_backward,
+ * protocol in kernels/mok/mok.h: MokBwdParams): the launches in stream order. The numerics are the
+ * unfused backward's (src/gpu/moe_unfused.c): dy rows scaled by their gate and rounded to bf16,
+ * dh in fp32 into the SwiGLU backward, bf16 dpg and dpu, fp32 dx rows rounded to bf16 for the
+ * trip back, fp32 weight gradients, the router in fp32.
+ */
+#include <string.h>
+
+#include "../../kernels/cast.h"
+#include "../../kernels/moe_combine.h"
+#include "../../kernels/moe_route.h"
+#include "../../kernels/swiglu.h"
+#include "common.h"
+#include "gpu/check.h"
+#include "gpu/gemm.h"
+#include "gpu/moe_mok.h"
+
+/* Every EP rank has reached this point on the stream (a 1-element all-reduce). */
+static void ep_barrier(MoeMok *m, cudaStream_t stream) {
+    if (m->d.ep > 1) ncclCheck(ncclAllReduce(m->barrier, m->barrier, 1, ncclFloat32, ncclSum, m->comms.ep, stream));
+}
+
+/* The shared experts' backward (cuBLAS, as the unfused layer): adds into dx and their gradients. */
+static void shared_backward(float *dx, const MoeGpuGrads *g, const float *dy, const MokState *st, MoeMok *m,
+                            const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
+    const int C = m->d.C, SI = m->d.n_shared * m->d.I;
+    if (SI == 0 || N == 0) return;
+    gpu_cast_f32_to_bf16(m->dy_bf16, dy, (long)N * C, stream);
+    gpu_swiglu_forward(m->s_h, st->s_gate, st->s_up, (long)N * SI, stream);
+    gemm_rm(m->blas, 0, 1, N, SI, C, m->dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, m->ds_h, GEMM_F32, 1.0f, 0.0f);
+    gemm_rm(m->blas, 1, 0, SI, C, N, m->s_h, GEMM_BF16, m->dy_bf16, GEMM_BF16, g->shared_down, GEMM_F32, 1.0f, 1.0f);
+    gpu_swiglu_backward(m->ds_gate, m->ds_up, m->ds_h, st->s_gate, st->s_up, (long)N * SI, stream);
+    gemm_rm(m->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, m->ds_gate, GEMM_BF16, g->shared_gate, GEMM_F32, 1.0f, 1.0f);
+    gemm_rm(m->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, m->ds_up, GEMM_BF16, g->shared_up, GEMM_F32, 1.0f, 1.0f);
+    gemm_rm(m->blas, 0, 1, N, C, SI, m->ds_gate, GEMM_BF16, wt->shared_gate, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
+    gemm_rm(m->blas, 0, 1, N, C, SI, m->ds_up, GEMM_BF16, wt->shared_up, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
+}
+
+void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeMokSaved *sv, MoeMok *m,
+                      const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
+    const MoeGpuDims *d = &m->d;
+    if (m->tile != MOK_TILE_WGMMA)
+        mokc_die(MOKC_EXIT_RUNTIME, "use moe_impl \"unfused\" on this GPU and build",
+                 "moe_mok_backward: the megakernel's backward exists for the wgmma tile (sm_90a) only");
+    if (sv->N != N)
+        mokc_die(MOKC_EXIT_RUNTIME, "call the MoE backward after its forward, with the same tokens",
+                 "moe_mok_backward: %d tokens but the saved forward had %d", N, sv->N);
+    const int C = d->C, E = d->E, k = d->k;
+    const MokState *st = &sv->st;
+    bf16_t *win_y = moe_mok_win_y(m, sv);
+    cublasCheck(cublasSetStream(m->blas, stream));
+    if (!x_bf16) {
+        gpu_cast_f32_to_bf16(m->x_bf16, x, (long)N * C, stream);
+        x_bf16 = m->x_bf16;
+    }
+
+    /* the gate-scaled dy rows (bf16) into the window's dy slots, slot order; the gate gradients
+     * from the expert outputs still in this layer's combine slots */
+    gpu_moe_combine_backward(m->win_g, m->dgates, dy, win_y, st->gates, m->slot_iota, N, k, C, stream);
+    shared_backward(dx, g, dy, st, m, x_bf16, wt, N, stream);
+    /* every rank's dy slots are written and its gate gradients read its combine slots: the kernel
+     * may pull the former and push dx rows over the latter */
+    ep_barrier(m, stream);
+
+    MokBwdParams p;
+    memset(&p, 0, sizeof p);
+    p.dyr = m->dyr;
+    p.dpg = m->dpg;
+    p.dpu = m->dpu;
+    p.xr = st->xr;
+    p.h = st->h;
+    p.pre_gate = st->pre_gate;
+    p.pre_up = st->pre_up;
+    p.w_gate = wt->w_gate;
+    p.w_up = wt->w_up;
+    p.w_down = wt->w_down;
+    p.g_gate = g->w_gate;
+    p.g_up = g->w_up;
+    p.g_down = g->w_down;
+    p.peer_base = mok_symm_peer_table(m->symm);
+    p.dy_off = m->g_off;
+    p.y_off = (size_t)((char *)win_y - (char *)mok_symm_local(m->symm));
+    p.row_slot_all = st->row_slot_all;
+    p.expert_offset_all = st->eo_all;
+    p.mt_start = st->mt_start;
+    p.total_mt = st->total_mt;
+    p.arrive = m->arrive;
+    p.dpg_done = m->gu_done;
+    p.ticket = m->ticket;
+    p.err = m->err_dev;
+    p.budget_ns = (long long)(m->budget_s * 1e9);
+    p.R_max = m->R_max;
+    p.e0 = d->ep_rank * m->El;
+    p.El = m->El;
+    p.NK = N * k;
+    p.k = k;
+    p.C = C;
+    p.I = d->I;
+    p.mt_max = m->mt_max;
+    p.tile_m = mok_tile_m(m->tile);
+    p.n_comm = m->n_comm;
+    p.skip_dispatch = m->skip_dispatch;
+    mok_backward_launch(&p, m->grid, stream);
+    ep_barrier(m, stream); /* every dx row has landed in its source's slots */
+
+    gpu_moe_scatter_add(dx, win_y, m->slot_iota, N, k, C, stream);
+    if (N > 0) {
+        gpu_moe_route_backward(m->logits, m->dgates, st->scores, st->topk, st->stat_counts, daux,
+                               (double)N * m->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
+        gemm_rm(m->blas, 1, 0, C, E, N, x, GEMM_F32, m->logits, GEMM_F32, g->router, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm(m->blas, 0, 1, N, C, E, m->logits, GEMM_F32, wt->router, GEMM_F32, dx, GEMM_F32, 1.0f, 1.0f);
+    }
+}
