@@ -14,6 +14,7 @@
 #include "train.h"
 #include "version.h"
 #ifdef MOKC_CUDA
+#include "gpu/bench_attn.h"
 #include "gpu/bench_moe.h"
 #endif
 
@@ -24,6 +25,7 @@ static const char *usage_text =
     "  train SPEC.json [--set key.path=value ...]   train the model a JSON spec describes\n"
     "  prepare --text FILE --out DATA.h5 [...]      text -> byte tokens in HDF5 (--bin/--raw-*: import ids)\n"
     "  bench moe --config SPEC.json [--impl ...]    one MoE layer on the GPUs (builds with CUDA)\n"
+    "  bench attn [--seq T --batch B ...]           causal attention on one GPU, flash vs cuBLAS\n"
     "  check                                        GPU kernels vs the CPU reference (not built yet)\n"
     "  version                                      version, build options, library versions\n"
     "  help [command|config]                        this text, a command's help, or every spec key\n"
@@ -84,7 +86,11 @@ static int cmd_help(int argc, char **argv) {
 #ifdef MOKC_CUDA
     if (strcmp(topic, "bench") == 0) {
         char *bench_help[] = {"bench", "--help", NULL};
-        return cmd_bench(2, bench_help);
+        int rc = cmd_bench(2, bench_help);
+        if (rc) return rc;
+        char *attn_help[] = {"bench", "attn", "--help", NULL};
+        putchar('\n');
+        return cmd_bench_attn(3, attn_help);
     }
 #endif
     if (strcmp(topic, "bench") == 0 || strcmp(topic, "check") == 0 || strcmp(topic, "version") == 0 ||
@@ -101,6 +107,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, train_help);
     if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 1, argv + 1);
 #ifdef MOKC_CUDA
+    if (strcmp(cmd, "bench") == 0 && argc > 2 && strcmp(argv[2], "attn") == 0)
+        return cmd_bench_attn(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
 #else
     if (strcmp(cmd, "bench") == 0) return not_built("bench", "a build with the CUDA backend (nvcc and NCCL found)");

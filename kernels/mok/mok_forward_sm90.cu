@@ -29,8 +29,6 @@
 #include "mok.h"
 #include "sm90_pipeline.cuh"
 
-#include <cudaTypedefs.h>
-
 
 /* TMA maps of xr and h (2D, boxes of 64 K x 128 rows) and of the (El, K, N) weights (3D, 64 x 64
  * x 1 boxes); encoded at each launch from the pointers in MokFwdParams (a kernel parameter of
@@ -172,33 +170,6 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 /* ------------------------------------------------------------------------------------------------
  * Host side
  * ---------------------------------------------------------------------------------------------- */
-
-static PFN_cuTensorMapEncodeTiled_v12000 sm90_encode_fn(void) {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
-    if (!fn) {
-        cudaDriverEntryPointQueryResult q;
-        void *f = NULL;
-        cudaCheck(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-        if (q != cudaDriverEntryPointSuccess || !f)
-            mokc_die(MOKC_EXIT_RUNTIME, "update the NVIDIA driver, or set MOKC_MOK_TILE=mma",
-                     "the CUDA driver has no cuTensorMapEncodeTiled (the wgmma tile needs a CUDA 12+ driver)");
-        fn = (PFN_cuTensorMapEncodeTiled_v12000)f;
-    }
-    return fn;
-}
-
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows) {
-    const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)(rows > 0 ? rows : 1), (cuuint64_t)(mats > 0 ? mats : 1)};
-    const cuuint64_t strides[2] = {(cuuint64_t)cols * 2, (cuuint64_t)cols * rows * 2};
-    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, estr[3] = {1, 1, 1};
-    const CUresult r = sm90_encode_fn()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank, (void *)base, dims,
-                                        strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL,
-                 "moe_mok: cuTensorMapEncodeTiled failed (error %d) for a %ld x %ld x %ld bf16 tensor at %p (internal)",
-                 (int)r, mats, rows, cols, base);
-}
 
 extern "C" int mok_sm90_available(void) {
     int dev = 0, major = 0, minor = 0;

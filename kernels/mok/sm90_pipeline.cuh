@@ -271,8 +271,4 @@ static void sm90_prepare(Kernel kernel, int tile_m, const char *who) {
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s needs tile_m = %d, not %d (internal)", who, SM90_BM, tile_m);
 }
 
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled. rank 2: dims {cols, rows}; rank 3: {cols,
- * rows, mats}; boxes of 64 columns x box_rows (x 1). (mok_forward_sm90.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif

@@ -1,38 +1,47 @@
 /*
- * Causal grouped-query attention on the GPU: the workspace and the cuBLAS sequence around the
- * kernels of kernels/attention.cu (API and layouts in kernels/attention.h).
+ * Causal grouped-query attention on the GPU: the workspace of either implementation, the flash
+ * path's two calls into kernels/flash_attention.h, and the cuBLAS sequence around the kernels of
+ * kernels/attention.cu (API and layouts in kernels/attention.h).
  *
- * Causal blocking: the T query rows are cut into nb blocks of tb rows (tb a multiple of 64, nb at
- * most 16). Row block i only needs key columns u < end_i (its last row + 1), so the products with
- * a prefix in K or N (Q K^T, P V, dO V^T, dS K) run per row block over that prefix; the products
- * that produce key rows (dS^T Q and P^T dO) run per column block j over the query rows t >= j*tb.
- * That computes about (nb + 1) / (2 nb) of the full square instead of all of it. Score entries
- * above the diagonal inside a block are computed but never read; P and dS are exact zeros there
- * (dS is written only up to the end of each row's block: nothing reads beyond).
+ * cuBLAS path, causal blocking: the T query rows are cut into nb blocks of tb rows (tb a multiple
+ * of 64, nb at most 16). Row block i only needs key columns u < end_i (its last row + 1), so the
+ * products with a prefix in K or N (Q K^T, P V, dO V^T, dS K) run per row block over that prefix;
+ * the products that produce key rows (dS^T Q and P^T dO) run per column block j over the query
+ * rows t >= j*tb. That computes about (nb + 1) / (2 nb) of the full square instead of all of it.
+ * Score entries above the diagonal inside a block are computed but never read; P and dS are exact
+ * zeros there (dS is written only up to the end of each row's block: nothing reads beyond).
  * One batched GEMM per block, batch index z = b*Hq + h over (batch, query head); the GQA mapping
  * (query head h -> kv head h / group) and the strided per-head views live in the pointer tables.
  *
- * Backward sequence: dP = dO V^T into the scores scratch; dS (bf16) in place over it; dQ = dS K
- * straight into dq; dK_h = dS_h^T Q_h and dV_h = P_h^T dO_h per query head into an fp32 scratch,
- * then summed over each kv group in head order (when Hq == Hkv they go straight into dk, dv).
+ * cuBLAS backward sequence: dP = dO V^T into the scores scratch; dS (bf16) in place over it;
+ * dQ = dS K straight into dq; dK_h = dS_h^T Q_h and dV_h = P_h^T dO_h per query head into an fp32
+ * scratch, then summed over each kv group in head order (when Hq == Hkv they go straight into dk,
+ * dv).
  */
 #include "../../kernels/attention.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+#include "../../kernels/flash_attention.h"
 #include "common.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
 
 struct AttentionWorkspace {
+    AttnImpl impl;
     int B, T, Hq, Hkv, D, group;
-    int tb, nb;       /* causal block: rows per block, number of blocks */
-    float *scores;    /* (B, Hq, T, T) fp32: scores; in the backward dP, then dS as bf16 with ld 2T */
-    float *heads;     /* (B, Hq, T, D) fp32 per-query-head dK / dV; NULL when group == 1 */
-    void **table;     /* ATTN_MAX_RULES * nb * B * Hq device pointers (see attention_fill_pointers) */
-    void *owned;      /* the block to cudaFree, or NULL when the caller provided it */
+    float *delta;  /* flash: (B, Hq, T) fp32 rowsum(dout * out) */
+    int tb, nb;    /* cuBLAS: causal block: rows per block, number of blocks */
+    float *scores; /* (B, Hq, T, T) fp32: scores; in the backward dP, then dS as bf16 with ld 2T */
+    float *heads;  /* (B, Hq, T, D) fp32 per-query-head dK / dV; NULL when group == 1 */
+    void **table;  /* ATTN_MAX_RULES * nb * B * Hq device pointers (see attention_fill_pointers) */
+    void *owned;   /* the block to cudaFree, or NULL when the caller provided it */
 };
+
+AttnImpl attention_default_impl(int D) { return flash_attention_supported(D) ? ATTN_FLASH : ATTN_CUBLAS; }
+
+const char *attention_impl_name(AttnImpl impl) { return impl == ATTN_FLASH ? "flash" : "cublas"; }
 
 /* Rows per causal block: T/16 rounded up to a multiple of 64 (at least 64), so nb <= 16. */
 static int block_rows(int T) {
@@ -40,7 +49,7 @@ static int block_rows(int T) {
     return ((per + 63) / 64) * 64;
 }
 
-static void check_shape(int B, int T, int Hq, int Hkv, int D) {
+static void check_shape(AttnImpl impl, int B, int T, int Hq, int Hkv, int D) {
     if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || D < 1)
         mokc_die(MOKC_EXIT_RUNTIME, "every attention dimension must be at least 1",
                  "attention workspace: bad shape B=%d T=%d Hq=%d Hkv=%d D=%d", B, T, Hq, Hkv, D);
@@ -51,48 +60,72 @@ static void check_shape(int B, int T, int Hq, int Hkv, int D) {
         mokc_die(MOKC_EXIT_RUNTIME, "lower the micro-batch or the sequence length",
                  "attention workspace: B*Hq*T = %lld score rows is beyond the kernels' 2^31 grid limit",
                  (long long)B * Hq * T);
+    if (impl == ATTN_FLASH && !flash_attention_supported(D))
+        mokc_die(MOKC_EXIT_RUNTIME, "use head_dim 16, 32, 64 or 128, or the cuBLAS attention (attention_default_impl)",
+                 "attention workspace: the flash kernels are not built for head dim %d", D);
+    if (impl == ATTN_FLASH && T > FLASH_ATTENTION_MAX_T)
+        mokc_die(MOKC_EXIT_RUNTIME, "lower the sequence length",
+                 "attention workspace: flash attention takes T <= %d, not %d", FLASH_ATTENTION_MAX_T, T);
 }
 
-/* Sizes of the three parts, each rounded up to 256 bytes (they are carved from one block). */
+/* Sizes of the three parts, each rounded up to 256 bytes (they are carved from one block); the
+ * flash path has only the first. */
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
-static void part_bytes(int B, int T, int Hq, int Hkv, int D, size_t part[3]) {
-    int tb = block_rows(T), nb = (T + tb - 1) / tb;
+static void part_bytes(AttnImpl impl, int B, int T, int Hq, int Hkv, int D, size_t part[3]) {
     size_t z = (size_t)B * Hq;
+    if (impl == ATTN_FLASH) {
+        part[0] = round256(z * T * sizeof(float));
+        part[1] = part[2] = 0;
+        return;
+    }
+    int tb = block_rows(T), nb = (T + tb - 1) / tb;
     part[0] = round256(z * T * T * sizeof(float));
     part[1] = Hq != Hkv ? round256(z * T * D * sizeof(float)) : 0;
     part[2] = round256((size_t)ATTN_MAX_RULES * nb * z * sizeof(void *));
 }
 
-size_t attention_workspace_bytes(int B, int T, int Hq, int Hkv, int D) {
-    check_shape(B, T, Hq, Hkv, D);
+size_t attention_saved_bytes(AttnImpl impl, int B, int T, int Hq) {
+    size_t z = (size_t)B * Hq * T;
+    return impl == ATTN_FLASH ? z * sizeof(float) : z * T * sizeof(bf16_t);
+}
+
+size_t attention_workspace_bytes(AttnImpl impl, int B, int T, int Hq, int Hkv, int D) {
+    check_shape(impl, B, T, Hq, Hkv, D);
     size_t part[3];
-    part_bytes(B, T, Hq, Hkv, D, part);
+    part_bytes(impl, B, T, Hq, Hkv, D, part);
     return part[0] + part[1] + part[2];
 }
 
-AttentionWorkspace *attention_workspace_create_at(void *mem, size_t bytes, int B, int T, int Hq, int Hkv, int D) {
-    size_t need = attention_workspace_bytes(B, T, Hq, Hkv, D), part[3];
+AttentionWorkspace *attention_workspace_create_at(AttnImpl impl, void *mem, size_t bytes, int B, int T, int Hq,
+                                                  int Hkv, int D) {
+    size_t need = attention_workspace_bytes(impl, B, T, Hq, Hkv, D), part[3];
     if (!mem || ((uintptr_t)mem & 255) != 0 || bytes < need)
         mokc_die(MOKC_EXIT_RUNTIME, "size the block with attention_workspace_bytes() and align it to 256 bytes",
-                 "attention workspace: block %p of %zu bytes cannot hold the %zu bytes for B=%d T=%d Hq=%d Hkv=%d D=%d",
-                 mem, bytes, need, B, T, Hq, Hkv, D);
-    part_bytes(B, T, Hq, Hkv, D, part);
+                 "attention workspace: block %p of %zu bytes cannot hold the %zu bytes for %s B=%d T=%d Hq=%d "
+                 "Hkv=%d D=%d",
+                 mem, bytes, need, attention_impl_name(impl), B, T, Hq, Hkv, D);
+    part_bytes(impl, B, T, Hq, Hkv, D, part);
     AttentionWorkspace *ws = callocCheck(1, sizeof *ws);
+    ws->impl = impl;
     ws->B = B, ws->T = T, ws->Hq = Hq, ws->Hkv = Hkv, ws->D = D, ws->group = Hq / Hkv;
+    char *base = mem;
+    if (impl == ATTN_FLASH) {
+        ws->delta = (float *)base;
+        return ws;
+    }
     ws->tb = block_rows(T);
     ws->nb = (T + ws->tb - 1) / ws->tb;
-    char *base = mem;
     ws->scores = (float *)base;
     ws->heads = part[1] ? (float *)(base + part[0]) : NULL;
     ws->table = (void **)(base + part[0] + part[1]);
     return ws;
 }
 
-AttentionWorkspace *attention_workspace_create(int B, int T, int Hq, int Hkv, int D) {
-    size_t bytes = attention_workspace_bytes(B, T, Hq, Hkv, D);
+AttentionWorkspace *attention_workspace_create(AttnImpl impl, int B, int T, int Hq, int Hkv, int D) {
+    size_t bytes = attention_workspace_bytes(impl, B, T, Hq, Hkv, D);
     void *mem = NULL;
     cudaCheck(cudaMalloc(&mem, bytes));
-    AttentionWorkspace *ws = attention_workspace_create_at(mem, bytes, B, T, Hq, Hkv, D);
+    AttentionWorkspace *ws = attention_workspace_create_at(impl, mem, bytes, B, T, Hq, Hkv, D);
     ws->owned = mem;
     return ws;
 }
@@ -151,7 +184,7 @@ static void bind_stream(cublasHandle_t cublas, cudaStream_t stream) {
 
 static float att_scale(int D) { return (float)(1.0 / sqrt((double)D)); }
 
-void attention_forward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *out, bf16_t *att, const bf16_t *q,
+static void cublas_forward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *out, bf16_t *att, const bf16_t *q,
                            const bf16_t *k, const bf16_t *v, cudaStream_t stream) {
     const int T = ws->T, D = ws->D, Hq = ws->Hq, Hkv = ws->Hkv, batch = ws->B * ws->Hq;
     bind_stream(cublas, stream);
@@ -180,7 +213,7 @@ void attention_forward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t
     }
 }
 
-void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dq, bf16_t *dk, bf16_t *dv,
+static void cublas_backward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dq, bf16_t *dk, bf16_t *dv,
                             const bf16_t *dout, const bf16_t *att, const bf16_t *q, const bf16_t *k, const bf16_t *v,
                             cudaStream_t stream) {
     const int T = ws->T, D = ws->D, Hq = ws->Hq, Hkv = ws->Hkv, batch = ws->B * ws->Hq;
@@ -232,4 +265,22 @@ void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_
                         Hq * D, tab_out(ws, V_OUT, j), out_type, ld_out, batch, 1.0f, 0.0f);
     }
     if (!direct) attention_group_sum(dv, ws->heads, ws->B, T, Hq, Hkv, D, stream);
+}
+
+void attention_forward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *out, void *saved, const bf16_t *q,
+                           const bf16_t *k, const bf16_t *v, cudaStream_t stream) {
+    if (ws->impl == ATTN_FLASH)
+        flash_attention_forward(out, saved, q, k, v, ws->B, ws->T, ws->Hq, ws->Hkv, ws->D, stream);
+    else
+        cublas_forward(cublas, ws, out, saved, q, k, v, stream);
+}
+
+void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dq, bf16_t *dk, bf16_t *dv,
+                            const bf16_t *dout, const bf16_t *out, const void *saved, const bf16_t *q,
+                            const bf16_t *k, const bf16_t *v, cudaStream_t stream) {
+    if (ws->impl == ATTN_FLASH)
+        flash_attention_backward(dq, dk, dv, ws->delta, dout, out, saved, q, k, v, ws->B, ws->T, ws->Hq, ws->Hkv,
+                                 ws->D, stream);
+    else
+        cublas_backward(cublas, ws, dq, dk, dv, dout, saved, q, k, v, stream);
 }

@@ -40,7 +40,8 @@
 
 typedef struct {
     float *x_in, *rstd1, *x_mid, *rstd2, *ln2_f32;
-    bf16_t *ln1, *q, *k, *v, *att, *atty, *ln2, *g, *u, *h;
+    bf16_t *ln1, *q, *k, *v, *atty, *ln2, *g, *u, *h;
+    void *attn_saved; /* the attention forward's state for its backward (attention_saved_bytes) */
 } LayerActs;
 
 struct GpuModel {
@@ -73,6 +74,7 @@ struct GpuModel {
     float *dres, *dln, *dh, *rms_scratch;
     bf16_t *dres_bf16, *datty, *dq, *dk, *dv, *dg, *du;
     double *partials, *scalars, *h_scalars;
+    AttnImpl attn_impl;
     AttentionWorkspace *attn;
     void *attn_mem;
     /* MoE */
@@ -130,7 +132,7 @@ static void plan_layer(GpuModel *g, int l) {
     PLAN("q", MEM_ACTIVATIONS, N * QD, bf16_t, &a->q);
     PLAN("k", MEM_ACTIVATIONS, N * KD, bf16_t, &a->k);
     PLAN("v", MEM_ACTIVATIONS, N * KD, bf16_t, &a->v);
-    PLAN("att", MEM_ACTIVATIONS, (size_t)g->B * d->Hq * g->T * g->T, bf16_t, &a->att);
+    PLAN("attn_saved", MEM_ACTIVATIONS, attention_saved_bytes(g->attn_impl, g->B, g->T, d->Hq), char, &a->attn_saved);
     PLAN("atty", MEM_ACTIVATIONS, N * QD, bf16_t, &a->atty);
     PLAN("x_mid", MEM_ACTIVATIONS, N * C, float, &a->x_mid);
     PLAN("ln2", MEM_ACTIVATIONS, N * C, bf16_t, &a->ln2);
@@ -183,7 +185,7 @@ static void plan_model(GpuModel *g) {
     PLAN("rmsnorm_scratch", MEM_WORKSPACE, gpu_rmsnorm_backward_scratch_floats(g->N, d->C), float, &g->rms_scratch);
     PLAN("norm_partials", MEM_WORKSPACE, (size_t)g->t->count * REDUCE_PARTIALS, double, &g->partials);
     PLAN("scalars", MEM_WORKSPACE, 4, double, &g->scalars);
-    size_t attn_bytes = attention_workspace_bytes(g->B, g->T, d->Hq, d->Hkv, d->D);
+    size_t attn_bytes = attention_workspace_bytes(g->attn_impl, g->B, g->T, d->Hq, d->Hkv, d->D);
     memory_plan_add(&g->plan, "attention", MEM_WORKSPACE, attn_bytes, &g->attn_mem);
     if (g->has_moe) {
         MoeGpuDims md = moe_gpu_dims(d);
@@ -224,6 +226,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     GpuModel *g = callocCheck(1, sizeof *g);
     g->d = d, g->t = t, g->tc = tc, g->dist = dist, g->comms = comms;
     g->B = B, g->T = T, g->N = B * T;
+    g->attn_impl = attention_default_impl(d->D);
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
@@ -242,7 +245,8 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->layer_done = callocCheck((size_t)d->L + 1, sizeof(cudaEvent_t));
     for (int l = 0; l <= d->L; l++) cudaCheck(cudaEventCreateWithFlags(&g->layer_done[l], cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->reduce_done, cudaEventDisableTiming));
-    g->attn = attention_workspace_create_at(g->attn_mem, attention_workspace_bytes(B, T, d->Hq, d->Hkv, d->D), B, T,
+    g->attn = attention_workspace_create_at(g->attn_impl, g->attn_mem,
+                                            attention_workspace_bytes(g->attn_impl, B, T, d->Hq, d->Hkv, d->D), B, T,
                                             d->Hq, d->Hkv, d->D);
     gpu_rope_table_init(g->rope_table, T, d->D, (float)d->rope_theta, g->stream);
     if (g->has_moe) create_moe(g);
@@ -351,7 +355,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wv), GEMM_BF16, a->v, GEMM_BF16, 1, 0);
     gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, 0, s);
     gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, 0, s);
-    attention_forward_gpu(g->blas, g->attn, a->atty, a->att, a->q, a->k, a->v, s);
+    attention_forward_gpu(g->blas, g->attn, a->atty, a->attn_saved, a->q, a->k, a->v, s);
     cudaCheck(cudaMemcpyAsync(a->x_mid, a->x_in, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
     gemm_rm(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_mid, GEMM_F32, 1, 1);
 
@@ -500,7 +504,8 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
     gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
     gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
-    attention_backward_gpu(g->blas, g->attn, g->dq, g->dk, g->dv, g->datty, a->att, a->q, a->k, a->v, s);
+    attention_backward_gpu(g->blas, g->attn, g->dq, g->dk, g->dv, g->datty, a->atty, a->attn_saved, a->q, a->k, a->v,
+                           s);
     gpu_rope(g->dq, g->rope_table, g->B, g->T, d->Hq, d->D, 1, s);
     gpu_rope(g->dk, g->rope_table, g->B, g->T, d->Hkv, d->D, 1, s);
     gemm_rm(g->blas, 0, 1, N, C, QD, g->dq, GEMM_BF16, W16(o->wq), GEMM_BF16, g->dln, GEMM_F32, 1, 0);

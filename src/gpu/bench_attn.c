@@ -1,0 +1,231 @@
+/*
+ * `mokc bench attn` (usage and method in bench_attn.h): one GPU, random device-side inputs, the
+ * two attention implementations timed with CUDA events, then compared with each other.
+ */
+#include "gpu/bench_attn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/attention.h"
+#include "../../kernels/flash_attention.h"
+#include "../../kernels/moe_fill.h"
+#include "common.h"
+#include "gpu/check.h"
+#include "gpu/device.h"
+
+static const char *attn_help =
+    "usage: mokc bench attn [--impl flash|cublas|all] [--batch 4] [--heads 16] [--kv-heads 4]\n"
+    "                       [--head-dim 128] [--seq 4096] [--iters 20] [--warmup 5] [--seed S]\n"
+    "\n"
+    "Times causal grouped-query attention on GPU 0, forward and backward, median of --iters after\n"
+    "--warmup: the flash kernels and the cuBLAS + softmax path. TFLOP/s count the causal half of the\n"
+    "products: forward 2*B*Hq*T^2*D, backward 2.5x that. Prints a JSON line per implementation and a\n"
+    "table; with both, the flash outputs' relative error against cuBLAS (> 1e-2 fails the run).\n"
+    "example: ./mokc bench attn --seq 8192 --batch 2\n";
+
+typedef struct {
+    const char *impl;
+    int B, Hq, Hkv, D, T, iters, warmup, seed;
+} AttnArgs;
+
+static int usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "mokc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", attn_help);
+    return MOKC_EXIT_USAGE;
+}
+
+/* Returns -1 when the arguments are fine, else the exit code. */
+static int parse_args(int argc, char **argv, AttnArgs *a) {
+    *a = (AttnArgs){
+        .impl = "all", .B = 4, .Hq = 16, .Hkv = 4, .D = 128, .T = 4096, .iters = 20, .warmup = 5, .seed = 1234};
+    const struct {
+        const char *name;
+        int *dst, min;
+    } ints[] = {{"--batch", &a->B, 1}, {"--heads", &a->Hq, 1},    {"--kv-heads", &a->Hkv, 1},  {"--head-dim", &a->D, 2},
+                {"--seq", &a->T, 1},   {"--iters", &a->iters, 1}, {"--warmup", &a->warmup, 0}, {"--seed", &a->seed, 0}};
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            fputs(attn_help, stdout);
+            return 0;
+        }
+        if (!v) return usage("option '%s' needs a value", o);
+        i++;
+        if (!strcmp(o, "--impl")) {
+            if (strcmp(v, "flash") && strcmp(v, "cublas") && strcmp(v, "all"))
+                return usage("--impl must be flash, cublas or all, not '%s'", v);
+            a->impl = v;
+            continue;
+        }
+        int k = 0, n = (int)(sizeof ints / sizeof ints[0]);
+        while (k < n && strcmp(o, ints[k].name)) k++;
+        if (k == n) return usage("unknown option '%s' for `mokc bench attn`", o);
+        char *end = NULL;
+        long x = strtol(v, &end, 10);
+        if (!v[0] || *end || x < ints[k].min || x > 1 << 30) {
+            fprintf(stderr, "mokc: error: %s needs an integer >= %d, not '%s'\n", o, ints[k].min, v);
+            return MOKC_EXIT_USAGE;
+        }
+        *ints[k].dst = (int)x;
+    }
+    if (a->Hq % a->Hkv) return usage("%s", "--heads must be a multiple of --kv-heads");
+    return -1;
+}
+
+typedef struct {
+    bf16_t *q, *k, *v, *dout; /* inputs, shared by the implementations */
+    long nq, nkv;
+} Inputs;
+
+typedef struct {
+    AttnImpl impl;
+    AttentionWorkspace *ws;
+    bf16_t *out, *dq, *dk, *dv;
+    void *saved;
+    size_t saved_bytes, work_bytes;
+    double fwd_ms, bwd_ms;
+} Run;
+
+/* The forward's kernel: flash's (flash_attention_forward_kernel), or "cublas". */
+static const char *fwd_kernel(AttnImpl impl, int D) {
+    return impl == ATTN_FLASH ? flash_attention_forward_kernel(D) : "cublas";
+}
+
+static bf16_t *dev_alloc(long n) {
+    bf16_t *p = NULL;
+    cudaCheck(cudaMalloc((void **)&p, (size_t)n * sizeof(bf16_t)));
+    return p;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static void time_run(Run *r, const AttnArgs *a, const Inputs *in, cublasHandle_t blas, cudaStream_t s) {
+    r->work_bytes = attention_workspace_bytes(r->impl, a->B, a->T, a->Hq, a->Hkv, a->D);
+    r->saved_bytes = attention_saved_bytes(r->impl, a->B, a->T, a->Hq);
+    r->ws = attention_workspace_create(r->impl, a->B, a->T, a->Hq, a->Hkv, a->D);
+    r->out = dev_alloc(in->nq), r->dq = dev_alloc(in->nq), r->dk = dev_alloc(in->nkv), r->dv = dev_alloc(in->nkv);
+    cudaCheck(cudaMalloc(&r->saved, r->saved_bytes));
+    cudaEvent_t e[3];
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreate(&e[i]));
+    double *tf = callocCheck((size_t)a->iters, sizeof(double)), *tb = callocCheck((size_t)a->iters, sizeof(double));
+    for (int it = -a->warmup; it < a->iters; it++) {
+        cudaCheck(cudaEventRecord(e[0], s));
+        attention_forward_gpu(blas, r->ws, r->out, r->saved, in->q, in->k, in->v, s);
+        cudaCheck(cudaEventRecord(e[1], s));
+        attention_backward_gpu(blas, r->ws, r->dq, r->dk, r->dv, in->dout, r->out, r->saved, in->q, in->k, in->v, s);
+        cudaCheck(cudaEventRecord(e[2], s));
+        cudaCheck(cudaEventSynchronize(e[2]));
+        if (it < 0) continue;
+        float f = 0, b = 0;
+        cudaCheck(cudaEventElapsedTime(&f, e[0], e[1]));
+        cudaCheck(cudaEventElapsedTime(&b, e[1], e[2]));
+        tf[it] = f, tb[it] = b;
+    }
+    r->fwd_ms = median(tf, a->iters);
+    r->bwd_ms = median(tb, a->iters);
+    free(tf), free(tb);
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(e[i]));
+}
+
+static void run_free(Run *r) {
+    attention_workspace_free(r->ws);
+    cudaCheck(cudaFree(r->out)), cudaCheck(cudaFree(r->dq)), cudaCheck(cudaFree(r->dk)), cudaCheck(cudaFree(r->dv));
+    cudaCheck(cudaFree(r->saved));
+}
+
+/* ||a - b|| / ||b|| of two bf16 device tensors (NaN if a has a NaN). */
+static double rel_err_bf16(const bf16_t *a, const bf16_t *b, long n) {
+    uint16_t *ha = mallocCheck((size_t)n * 2), *hb = mallocCheck((size_t)n * 2);
+    cudaCheck(cudaMemcpy(ha, a, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb, b, (size_t)n * 2, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) {
+        uint32_t ua = (uint32_t)ha[i] << 16, ub = (uint32_t)hb[i] << 16;
+        float fa, fb;
+        memcpy(&fa, &ua, 4), memcpy(&fb, &ub, 4);
+        num += ((double)fa - fb) * ((double)fa - fb);
+        den += (double)fb * fb;
+    }
+    free(ha), free(hb);
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+int cmd_bench_attn(int argc, char **argv) {
+    AttnArgs a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (gpu_device_count() == 0)
+        mokc_die(MOKC_EXIT_RUNTIME, "run the benchmark on a machine with NVIDIA GPUs", "bench attn: no GPU found");
+    const int dev = gpu_select_device(0);
+    char gpu[256];
+    gpu_describe(dev, gpu, sizeof gpu);
+    printf("bench attn: causal B=%d T=%d Hq=%d Hkv=%d D=%d | %s\n", a.B, a.T, a.Hq, a.Hkv, a.D, gpu);
+
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cublasHandle_t blas;
+    cublasCheck(cublasCreate(&blas));
+    cublasCheck(cublasSetStream(blas, s));
+    Inputs in = {.nq = (long)a.B * a.T * a.Hq * a.D, .nkv = (long)a.B * a.T * a.Hkv * a.D};
+    in.q = dev_alloc(in.nq), in.dout = dev_alloc(in.nq), in.k = dev_alloc(in.nkv), in.v = dev_alloc(in.nkv);
+    const unsigned long long seed = (unsigned long long)a.seed * 4;
+    gpu_moe_fill_bf16(in.q, in.nq, seed, 0, 2.0f, 0.0f, s); /* scores * scale of order 1 */
+    gpu_moe_fill_bf16(in.k, in.nkv, seed + 1, 0, 2.0f, 0.0f, s);
+    gpu_moe_fill_bf16(in.v, in.nkv, seed + 2, 0, 1.0f, 0.0f, s);
+    gpu_moe_fill_bf16(in.dout, in.nq, seed + 3, 0, 1.0f, 0.0f, s);
+
+    Run runs[2];
+    memset(runs, 0, sizeof runs);
+    int n = 0;
+    if (!strcmp(a.impl, "all") && attention_default_impl(a.D) != ATTN_FLASH)
+        printf("flash: skipped, its kernels are not built for head dim %d\n", a.D);
+    else if (strcmp(a.impl, "cublas")) runs[n++].impl = ATTN_FLASH;
+    if (strcmp(a.impl, "flash")) runs[n++].impl = ATTN_CUBLAS;
+    const double fwd_flop = 2.0 * a.B * a.Hq * (double)a.T * a.T * a.D, bwd_flop = 2.5 * fwd_flop;
+    for (int i = 0; i < n; i++) {
+        Run *r = &runs[i];
+        time_run(r, &a, &in, blas, s);
+        printf("{\"bench\": \"attn\", \"impl\": \"%s\", \"fwd_kernel\": \"%s\", \"B\": %d, \"T\": %d, \"Hq\": %d, "
+               "\"Hkv\": %d, \"D\": %d, \"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, "
+               "\"bwd_tflops\": %.1f, \"saved_mib\": %.1f, \"work_mib\": %.1f}\n",
+               attention_impl_name(r->impl), fwd_kernel(r->impl, a.D), a.B, a.T, a.Hq, a.Hkv, a.D, a.iters, r->fwd_ms,
+               r->bwd_ms, fwd_flop / (r->fwd_ms * 1e9), bwd_flop / (r->bwd_ms * 1e9), r->saved_bytes / 1048576.0,
+               r->work_bytes / 1048576.0);
+        fflush(stdout);
+    }
+    printf("\n%-8s %-8s %9s %12s %9s %12s %11s %14s\n", "impl", "fwd", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
+           "saved MiB", "workspace MiB");
+    for (int i = 0; i < n; i++)
+        printf("%-8s %-8s %9.3f %12.1f %9.3f %12.1f %11.1f %14.1f\n", attention_impl_name(runs[i].impl),
+               fwd_kernel(runs[i].impl, a.D), runs[i].fwd_ms, fwd_flop / (runs[i].fwd_ms * 1e9), runs[i].bwd_ms,
+               bwd_flop / (runs[i].bwd_ms * 1e9), runs[i].saved_bytes / 1048576.0, runs[i].work_bytes / 1048576.0);
+    if (n == 2) {
+        const double tol = 1e-2;
+        const double err[4] = {
+            rel_err_bf16(runs[0].out, runs[1].out, in.nq), rel_err_bf16(runs[0].dq, runs[1].dq, in.nq),
+            rel_err_bf16(runs[0].dk, runs[1].dk, in.nkv), rel_err_bf16(runs[0].dv, runs[1].dv, in.nkv)};
+        int ok = 1;
+        for (int i = 0; i < 4; i++) ok &= err[i] < tol; /* false for NaN */
+        printf("\nflash vs cublas, rel err: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s (tolerance %g)\n", err[0], err[1],
+               err[2], err[3], ok ? "ok" : "FAIL", tol);
+        rc = ok ? 0 : MOKC_EXIT_RUNTIME;
+    } else {
+        rc = 0;
+    }
+    for (int i = 0; i < n; i++) run_free(&runs[i]);
+    cudaCheck(cudaFree(in.q)), cudaCheck(cudaFree(in.k)), cudaCheck(cudaFree(in.v)), cudaCheck(cudaFree(in.dout));
+    cublasCheck(cublasDestroy(blas));
+    cudaCheck(cudaStreamDestroy(s));
+    return rc;
+}
