@@ -206,7 +206,9 @@ static void test_gpu_mok_tracks_unfused_ep2(void) {
 }
 
 /* 200 steps on 2 GPUs, ep = 2: the megakernel's losses track the unfused layer's within 1e-2 at
- * every step (the long run lets differences in the gradients compound). */
+ * every step. The tiny model memorises its small corpus, and there training is chaotic: at lr 3e-3
+ * two correct unfused runs (ep = 2 and dp = 2) drift 3% apart by step 20 and 10% by step 100
+ * (bench/results/2026-11-30-2xH200/chaos-200-steps.txt), so this runs at lr 3e-4. */
 static void test_gpu_mok_200_steps_ep2(void) {
     if (!gpu_test_begin()) return;
     if (gpus() < 2) {
@@ -215,7 +217,8 @@ static void test_gpu_mok_200_steps_ep2(void) {
     }
     setup_corpus(0);
     enum { LONG = 200 };
-    const char *layout = "--set parallel.ep=2 --set train.micro_batch=4 --set train.steps=200 --set log.every=10";
+    const char *layout = "--set parallel.ep=2 --set train.micro_batch=4 --set train.steps=200 --set log.every=10 "
+                         "--set train.lr=0.0003 --set train.min_lr=0.00003";
     char base[512], mok[600];
     snprintf(base, sizeof base, "--set backend=cuda %s", layout);
     snprintf(mok, sizeof mok, "%s --set moe_impl=mok", base);
