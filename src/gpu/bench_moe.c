@@ -436,7 +436,7 @@ static void cpu_check(double err[4], const Layer *one, const float *y_one, const
  * stops with that reason. */
 static int mok_runs(const BenchArgs *args, const MoeGpuDims *d, const MoeGpuComms *comms, int rank) {
     char why[256];
-    if (moe_mok_available(d, comms->ep, why, sizeof why)) return 1;
+    if (moe_mok_available(d, comms->ep, 0, why, sizeof why)) return 1;
     if (!strcmp(args->impl, "mok"))
         mokc_die(MOKC_EXIT_USAGE, "run --impl unfused (or all) here, or keep the EP group in one NVLink domain",
                  "bench moe --impl mok: mok unavailable: %s", why);

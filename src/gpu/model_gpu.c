@@ -103,17 +103,18 @@ static MoeGpuDims moe_gpu_dims(const ModelDims *d) {
     return md;
 }
 
-/* Whether the MoE layers run the megakernel's forward. "auto": where it runs (moe_mok_available),
- * else the unfused layer, with the reason in g->moe_why; "mok": the megakernel or stop. Collective
- * over the EP group (every rank reaches the same answer). */
+/* Whether the MoE layers run the megakernel, forward and backward. "auto": where it runs
+ * (moe_mok_available), else the unfused layer, with the reason in g->moe_why; "mok": the
+ * megakernel or stop. Collective over the EP group (every rank reaches the same answer). */
 static int runs_mok(GpuModel *g, enum moe_impl requested) {
     if (requested == MOE_IMPL_UNFUSED || !g->has_moe) return 0;
     MoeGpuDims md = moe_gpu_dims(g->d);
-    if (moe_mok_available(&md, g->comms->ep, g->moe_why, sizeof g->moe_why)) return 1;
+    if (moe_mok_available(&md, g->comms->ep, 1, g->moe_why, sizeof g->moe_why)) return 1;
     if (requested == MOE_IMPL_MOK)
         mokc_die(MOKC_EXIT_USAGE,
-                 "keep parallel.ep within one NVLink domain (one HGX node, or an NVL72 rack with NCCL_MNNVL_ENABLE=1) "
-                 "and give every rank all GPUs of its node; or set \"moe_impl\": \"auto\" or \"unfused\"",
+                 "the megakernel needs an SM 9.0 GPU with an sm_90a build and the EP group in one NVLink domain "
+                 "(one HGX node, or an NVL72 rack with NCCL_MNNVL_ENABLE=1; every rank seeing all GPUs of its node); "
+                 "or set \"moe_impl\": \"auto\" or \"unfused\"",
                  "moe_impl \"mok\": mok unavailable: %s", g->moe_why);
     return 0;
 }

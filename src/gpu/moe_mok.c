@@ -139,10 +139,16 @@ int moe_mok_supported(const MoeGpuDims *d) {
     return mok_tile_supported(chosen_tile(d), d->C, d->I, &why);
 }
 
-int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, char *why, size_t len) {
+int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, int backward, char *why, size_t len) {
     const char *tile_why = NULL;
-    if (!mok_tile_supported(chosen_tile(d), d->C, d->I, &tile_why)) {
+    const int tile = chosen_tile(d);
+    if (!mok_tile_supported(tile, d->C, d->I, &tile_why)) {
         snprintf(why, len, "%s (hidden_size %d, moe_intermediate_size %d)", tile_why, d->C, d->I);
+        return 0;
+    }
+    if (backward && tile != MOK_TILE_WGMMA) {
+        snprintf(why, len, "the megakernel's backward exists for the wgmma tile only (an SM 9.0 GPU, a build for "
+                           "sm_90a, MOKC_MOK_TILE unset or wgmma)");
         return 0;
     }
     return mok_symm_lsa_check(d->ep > 1 ? ep_comm : NULL, d->ep, why, len);

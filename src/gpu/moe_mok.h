@@ -113,11 +113,11 @@ bf16_t *moe_mok_win_y(const MoeMok *m, const MoeMokSaved *sv);
 /* 1 if the megakernel handles the shape (C % 64 == 0 and I % 64 == 0). */
 int moe_mok_supported(const MoeGpuDims *d);
 
-/* Whether the megakernel runs here: the shape on this GPU and build (moe_mok_supported), then the
- * EP group in one NVLink (LSA) domain with symmetric memory (kernels/mok/mok.h:
- * mok_symm_lsa_check, collective over ep_comm when ep > 1: every EP rank calls it and all get the
- * same answer). Returns 1, or 0 with one sentence in why. */
-int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, char *why, size_t len);
+/* Whether the megakernel runs here: the shape on this GPU and build (moe_mok_supported), with
+ * `backward` its backward too (the wgmma tile), then the EP group in one NVLink (LSA) domain with
+ * symmetric memory (kernels/mok/mok.h: mok_symm_lsa_check, collective over ep_comm when ep > 1:
+ * every EP rank calls it and all get the same answer). Returns 1, or 0 with one sentence in why. */
+int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, int backward, char *why, size_t len);
 
 /* Device bytes of the layer (window included, n_saved combine-slot regions), for the memory plan. */
 size_t moe_mok_bytes(const MoeGpuDims *d, int N_max, int n_saved);
