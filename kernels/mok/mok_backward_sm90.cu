@@ -262,13 +262,13 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const Sm90Watch wd = {p.err, p.ticket + 1, p.budget_ns};
     const int MT = *p.total_mt, wg = threadIdx.x >> 7;
     if (wg == 0) {
-        mok_setmaxnreg_dec<64>();
+        mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
         if (threadIdx.x == 0) sm90_bwd_produce(p, tm, wd, sm, MT);
         else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
             sm90_dispatch(p, MT, p.dyr, p.dy_off, 1);
         return;
     }
-    mok_setmaxnreg_inc<208>();
+    mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
     sm90_bwd_consume(p, wd, sm, wg - 1, MT);
 #else
     asm volatile("trap;");

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int n_gu = MT * nI, total = MT * (nI + nC);
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
-        mok_setmaxnreg_dec<64>();
+        mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             if (!p.dispatch_only) sm90_fwd_produce(p, tm, wd, sm, n_gu, total, nI, nC);
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         }
         return;
     }
-    mok_setmaxnreg_inc<208>();
+    mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
     if (p.dispatch_only) return;
     sm90_fwd_consume(p, wd, sm, wg - 1, n_gu, total, nI, nC);
 #else

@@ -61,7 +61,7 @@ extern "C" ncclResult_t mok_symm_create(MokSymm **out, ncclComm_t comm, int ep, 
         return ncclSuccess;
     }
     if (ep > MOK_MAX_EP) {
-        if (msg) *msg = "ep is larger than the megakernel's peer table (64)";
+        if (msg) *msg = "ep is larger than the megakernel's peer table (MOK_MAX_EP)";
         mok_symm_destroy(s);
         return ncclInvalidUsage;
     }

@@ -34,6 +34,8 @@ extern "C" {
 #define SM90_A_BYTES (2 * SM90_PANEL_BYTES)   /* 128 rows (or M) x 64 K */
 #define SM90_B_BYTES (4 * SM90_PANEL_BYTES)   /* 256 columns x 64 K */
 #define SM90_STAGING_BYTES (2 * 64 * 128 * 2) /* per consumer: 64 x 128 bf16, 16-byte chunks swizzled */
+#define SM90_PRODUCER_REGS 64  /* setmaxnreg of warpgroup 0: the dispatch warps' row copies fit */
+#define SM90_CONSUMER_REGS 208 /* setmaxnreg of the consumers: 128 accumulators and the epilogues */
 
 typedef struct {
     uint64_t full[SM90_STAGES], empty[SM90_STAGES];
@@ -265,6 +267,13 @@ static void sm90_prepare(Kernel kernel, int tile_m, const char *who) {
     static int attr_set = 0; /* one per kernel */
     if (!attr_set) {
         cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SM90_SMEM_BYTES));
+        /* setmaxnreg waits, unbounded, until the block's registers cover the split: the kernel
+         * must be compiled with at least that many (ptxas: 168 a thread) */
+        cudaFuncAttributes a;
+        cudaCheck(cudaFuncGetAttributes(&a, kernel));
+        if (a.numRegs * SM90_THREADS < SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256)
+            mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s kernel has %d registers a thread, too few for its "
+                     "setmaxnreg split (internal)", who, a.numRegs);
         attr_set = 1;
     }
     if (tile_m != SM90_BM)

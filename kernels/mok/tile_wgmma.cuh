@@ -25,11 +25,6 @@
 #define MOK_SM90 1
 #else
 #define MOK_SM90 0
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 
 __device__ __forceinline__ uint32_t mok_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -42,11 +37,6 @@ __device__ __forceinline__ void mok_mbar_init(uint64_t *bar, unsigned count) {
 __device__ __forceinline__ void mok_mbar_fence_init() {
 #if MOK_SM90
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -58,11 +48,6 @@ __device__ __forceinline__ void mok_mbar_arrive_expect_tx(uint64_t *bar, unsigne
 #if MOK_SM90
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mok_smem_u32(bar)), "r"(bytes)
                  : "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -74,11 +59,6 @@ __device__ __forceinline__ bool mok_mbar_try_wait(uint64_t *bar, unsigned parity
         : "=r"(ok)
         : "r"(mok_smem_u32(bar)), "r"(parity)
         : "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
     return ok != 0;
 }
@@ -88,11 +68,6 @@ void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long r
 __device__ __forceinline__ void mok_fence_proxy_async_global() {
 #if MOK_SM90
     asm volatile("fence.proxy.async.global;" ::: "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -102,11 +77,6 @@ __device__ __forceinline__ void mok_tma_load_2d(void *dst, const CUtensorMap *ma
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
         ::"r"(mok_smem_u32(dst)), "l"(map), "r"(mok_smem_u32(bar)), "r"(c0), "r"(c1)
         : "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -117,11 +87,6 @@ __device__ __forceinline__ void mok_tma_load_3d(void *dst, const CUtensorMap *ma
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];"
         ::"r"(mok_smem_u32(dst)), "l"(map), "r"(mok_smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
         : "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -130,22 +95,12 @@ template <int N>
 __device__ __forceinline__ void mok_setmaxnreg_dec() {
 #if MOK_SM90
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 template <int N>
 __device__ __forceinline__ void mok_setmaxnreg_inc() {
 #if MOK_SM90
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -159,32 +114,17 @@ __device__ __forceinline__ uint64_t mok_wgmma_desc(const void *smem, unsigned lb
 __device__ __forceinline__ void mok_wgmma_fence() {
 #if MOK_SM90
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 __device__ __forceinline__ void mok_wgmma_commit() {
 #if MOK_SM90
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 template <int N>
 __device__ __forceinline__ void mok_wgmma_wait() {
 #if MOK_SM90
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 
@@ -230,11 +170,6 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
-/* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
- * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
- * with a message when the driver refuses. (kernels/tma_map.cu) */
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
-
 #endif
 }
 

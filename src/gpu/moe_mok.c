@@ -40,6 +40,10 @@ static void add(MokBufList *l, void *ptr, size_t bytes) {
     l->n++;
 }
 
+/* The watchdog budget's ceiling, seconds (in nanoseconds, doubled by the pipeline waits, it must
+ * stay far from the 64-bit limit; an hour is "never" for a layer). */
+#define MOK_MAX_BUDGET_S 3600.0
+
 static long mok_r_max(const MoeGpuDims *d, int N) {
     const int El = d->E / d->ep;
     return (long)d->ep * N * (d->k < El ? d->k : El);
@@ -283,6 +287,7 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
     m->budget_s = 10.0;
     const char *env = getenv("MOKC_MOK_WATCHDOG_S");
     if (env && atof(env) > 0) m->budget_s = atof(env);
+    if (m->budget_s > MOK_MAX_BUDGET_S) m->budget_s = MOK_MAX_BUDGET_S;
     env = getenv("MOKC_MOK_SKIP_DISPATCH");
     if (env && env[0] && atoi(env) == d->ep_rank) {
         m->skip_dispatch = 1;
@@ -341,7 +346,7 @@ void moe_mok_set_tile(MoeMok *m, int tile) {
 }
 
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
-    if (budget_s > 0) m->budget_s = budget_s;
+    if (budget_s > 0) m->budget_s = budget_s < MOK_MAX_BUDGET_S ? budget_s : MOK_MAX_BUDGET_S;
     m->skip_dispatch = skip_dispatch;
 }
 
@@ -355,7 +360,8 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     if (N < 0 || N > m->N_max)
         mokc_die(MOKC_EXIT_RUNTIME, "size the MoE buffers for the largest micro-batch",
                  "moe_mok_forward: %d tokens but the buffers hold %d", N, m->N_max);
-    if (sv && (sv->slot < 0 || sv->slot >= (m->n_saved > 1 ? m->n_saved : 1) || sv->N_max < N))
+    /* the saved buffers must match the layer's (its TMA maps span R_max rows of them) */
+    if (sv && (sv->slot < 0 || sv->slot >= (m->n_saved > 1 ? m->n_saved : 1) || sv->N_max != m->N_max))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok_forward: saved state slot %d of %d, for %d tokens (internal)",
                  sv->slot, m->n_saved, sv->N_max);
     /* What the backward reads goes to the saved state; forward-only calls use the layer's buffers. */
