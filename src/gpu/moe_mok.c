@@ -231,8 +231,16 @@ void moe_mok_saved_destroy(MoeMokSaved *s) {
     memset(s, 0, sizeof *s);
 }
 
+size_t moe_mok_y_off(const MoeMok *m, const MoeMokSaved *sv) {
+    return m->y_off + (sv ? (size_t)sv->slot : 0) * m->y_stride;
+}
+
 bf16_t *moe_mok_win_y(const MoeMok *m, const MoeMokSaved *sv) {
-    return (bf16_t *)((char *)mok_symm_local(m->symm) + m->y_off + (sv ? (size_t)sv->slot : 0) * m->y_stride);
+    return (bf16_t *)((char *)mok_symm_local(m->symm) + moe_mok_y_off(m, sv));
+}
+
+void moe_mok_ep_barrier(MoeMok *m, cudaStream_t stream) {
+    if (m->d.ep > 1) ncclCheck(ncclAllReduce(m->barrier, m->barrier, 1, ncclFloat32, ncclSum, m->comms.ep, stream));
 }
 
 static void report_watchdog(void *arg);
@@ -423,7 +431,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     p.w_down = wt->w_down;
     p.peer_base = mok_symm_peer_table(m->symm);
     p.x_off = m->x_off;
-    p.y_off = (size_t)((char *)win_y - (char *)mok_symm_local(m->symm));
+    p.y_off = moe_mok_y_off(m, sv);
     p.row_slot_all = st.row_slot_all;
     p.expert_offset_all = st.eo_all;
     p.mt_start = st.mt_start;
@@ -449,7 +457,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     mok_forward_launch(&p, m->grid, stream);
 
     /* 5. every push has landed */
-    if (ep > 1) ncclCheck(ncclAllReduce(m->barrier, m->barrier, 1, ncclFloat32, ncclSum, m->comms.ep, stream));
+    moe_mok_ep_barrier(m, stream);
 
     /* 6. shared experts, combine */
     if (SI > 0 && N > 0) {

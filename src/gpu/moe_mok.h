@@ -107,8 +107,12 @@ size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max);
 void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int slot);
 void moe_mok_saved_destroy(MoeMokSaved *s);
 
-/* The combine-slot region a forward uses: sv's, or the first. */
+/* The combine-slot region a forward uses: sv's, or the first; its offset in the window. */
 bf16_t *moe_mok_win_y(const MoeMok *m, const MoeMokSaved *sv);
+size_t moe_mok_y_off(const MoeMok *m, const MoeMokSaved *sv);
+
+/* Every EP rank has reached this point on the stream (a 1-element all-reduce over comms.ep). */
+void moe_mok_ep_barrier(MoeMok *m, cudaStream_t stream);
 
 /* 1 if the megakernel handles the shape (C % 64 == 0 and I % 64 == 0). */
 int moe_mok_supported(const MoeGpuDims *d);

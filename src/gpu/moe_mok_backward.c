@@ -16,11 +16,6 @@
 #include "gpu/gemm.h"
 #include "gpu/moe_mok.h"
 
-/* Every EP rank has reached this point on the stream (a 1-element all-reduce). */
-static void ep_barrier(MoeMok *m, cudaStream_t stream) {
-    if (m->d.ep > 1) ncclCheck(ncclAllReduce(m->barrier, m->barrier, 1, ncclFloat32, ncclSum, m->comms.ep, stream));
-}
-
 /* The shared experts' backward (cuBLAS, as the unfused layer): adds into dx and their gradients. */
 static void shared_backward(float *dx, const MoeGpuGrads *g, const float *dy, const MokState *st, MoeMok *m,
                             const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
@@ -61,7 +56,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     shared_backward(dx, g, dy, st, m, x_bf16, wt, N, stream);
     /* every rank's dy slots are written and its gate gradients read its combine slots: the kernel
      * may pull the former and push dx rows over the latter */
-    ep_barrier(m, stream);
+    moe_mok_ep_barrier(m, stream);
 
     MokBwdParams p;
     memset(&p, 0, sizeof p);
@@ -80,7 +75,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.g_down = g->w_down;
     p.peer_base = mok_symm_peer_table(m->symm);
     p.dy_off = m->g_off;
-    p.y_off = (size_t)((char *)win_y - (char *)mok_symm_local(m->symm));
+    p.y_off = moe_mok_y_off(m, sv);
     p.row_slot_all = st->row_slot_all;
     p.expert_offset_all = st->eo_all;
     p.mt_start = st->mt_start;
@@ -102,7 +97,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     mok_backward_launch(&p, m->grid, stream);
-    ep_barrier(m, stream); /* every dx row has landed in its source's slots */
+    moe_mok_ep_barrier(m, stream); /* every dx row has landed in its source's slots */
 
     gpu_moe_scatter_add(dx, win_y, m->slot_iota, N, k, C, stream);
     if (N > 0) {
