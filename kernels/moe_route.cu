@@ -96,8 +96,10 @@ __global__ void route_kernel(float *__restrict__ scores, int *__restrict__ topk,
             prev_v = best_v;
             prev_e = best;
         }
-        if (j < k) { /* no candidate: non-finite scores; keep later phases in bounds */
-            for (int i = j + lane; i < k; i += 32) topk[n * k + i] = 0;
+        if (j < k) { /* no candidate: non-finite scores. Keep later phases in bounds: k distinct ids
+                      * (k <= E), so no owner receives more of this token's rows than it sizes for */
+            __syncwarp();
+            for (int i = lane; i < k; i += 32) topk[n * k + i] = i;
             for (int i = lane; i < k; i += 32) gates[n * k + i] = 0.0f;
             if (lane == 0) *fail = 1;
             __syncwarp();

@@ -13,9 +13,10 @@
  *
  * Persistent kernel, mma.sync tiles (grid = SMs x mok_blocks_per_sm(), MOK_THREADS threads, roles by
  * block index; the wgmma kernel keeps the protocol with roles by warp: mok_forward_sm90.cu):
- *   blocks [0, n_comm): dispatch. M tiles mt = b, b + n_comm, ...: each row lr of the tile is
- *     pulled from its source rank p's window (x rows at x_off, 16-byte vectors) into xr; then
- *     arrive[mt] += 1 (release, GPU scope).
+ *   blocks [0, n_comm): dispatch. M tiles in order from the dispatch counter ticket[2] (a block
+ *     that is not resident yet, e.g. behind NCCL's kernels, holds no tile that others wait on):
+ *     each row lr of the tile is pulled from its source rank p's window (x rows at x_off, 16-byte
+ *     vectors) into xr; then arrive[mt] += 1 (release, GPU scope).
  *   blocks [n_comm, grid): compute, tasks from the monotonic ticket in topological order:
  *     tickets [0, MT * nI): gate/up tile (mt, n tile of I): waits arrive[mt] >= 1 (acquire), then
  *       pre_gate, pre_up = x @ w_gate, x @ w_up (bf16), h = silu(pre_gate) * pre_up (bf16, from the
@@ -28,7 +29,7 @@
  * *err (host-mapped) and traps.
  * Requirements: mok_tile_supported(tile, C, I) (M is masked), 1 <= n_comm < grid (mma.sync) or
  * <= grid (wgmma).
- * Counters (arrive, gu_done: mt_max each; ticket: 1) must be zero at launch (mok_forward_launch
+ * Counters (arrive, gu_done: mt_max each; ticket: 3) must be zero at launch (mok_forward_launch
  * zeroes them on the stream first). Deterministic: each output element is computed once, by one
  * tile, with a fixed K order.
  */
@@ -89,7 +90,7 @@ typedef struct {
     const int *mt_start;         /* (El + 1)    */
     const int *total_mt;         /* (1)         */
     unsigned *arrive, *gu_done;  /* (mt_max) counters */
-    unsigned *ticket;            /* (1) */
+    unsigned *ticket;            /* (3): tasks, the watchdog's claim, dispatch */
     MokError *err;               /* device pointer of the mapped record */
     long long budget_ns;
     int e0, El, NK, k, C, I;     /* NK = N * k: slots per rank */
@@ -115,14 +116,14 @@ typedef struct {
  *   [wgu]    (el, 128 rows of C, 128 columns of I): g_gate[el] += xr^T @ dpg, g_up[el] += xr^T @ dpu
  *            (one 256-wide accumulator). Waits dpg_done of el's tiles.
  * Dispatch warps pull each owner row's gate-scaled dy (bf16, slot order in the source's window at
- * dy_off) into dyr and release arrive[mt]. Counters (arrive, dpg_done: mt_max each; ticket: 2)
+ * dy_off) into dyr and release arrive[mt]. Counters (arrive, dpg_done: mt_max each; ticket: 3)
  * zeroed by mok_backward_launch. Deterministic: one task per output element, fixed K order. */
 typedef struct {
     bf16_t *dyr, *dpg, *dpu;           /* (R_max, C), (R_max, I) x 2: owner-side scratch        */
     const bf16_t *xr, *h;              /* the forward's owner rows and SwiGLU output (R_max, .) */
     const bf16_t *pre_gate, *pre_up;   /* (R_max, I)                                            */
     const bf16_t *w_gate, *w_up, *w_down;
-    float *g_gate, *g_up, *g_down;     /* fp32 gradients of this rank's experts, added to       */
+    float *g_gate, *g_up, *g_down;     /* fp32 gradients of this rank's experts (see overwrite) */
     char *const *peer_base;
     size_t dy_off, y_off;              /* window offsets: gate-scaled dy slots, dx slots        */
     const int *row_slot_all, *expert_offset_all, *mt_start, *total_mt; /* the forward's schedule */
@@ -132,6 +133,7 @@ typedef struct {
     long R_max;
     int e0, El, NK, k, C, I, mt_max, tile_m;
     int n_comm, skip_dispatch;
+    int overwrite;                     /* 1: the weight gradients are written, not added to      */
 } MokBwdParams;
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);

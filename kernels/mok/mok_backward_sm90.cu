@@ -142,11 +142,12 @@ __device__ __forceinline__ void sm90_swiglu_b(float d, float g, float u, float &
     du = d * g * s;
 }
 
-/* dgrad epilogue of consumer w: dh (fp32, in acc) through the SwiGLU backward with the saved
- * pre_gate, pre_up, in place (acc[a] becomes the bf16 pair of dpg, acc[a + 1] that of dpu: the
- * registers of dh are the only room there is), then dpg and dpu in staged 128-column parts; then
- * the signal. */
-__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, float (&acc)[128], __nv_bfloat16 *stg,
+/* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
+ * part into the staging (chunks 0-7 and 8-15, coalesced loads), dh (fp32, in acc) through the
+ * SwiGLU backward in place there (each thread rewrites the pairs it read), then dpg and dpu out;
+ * then the signal. acc is only read: wgmma accumulators written outside the MMAs serialize every
+ * wgmma of the kernel (ptxas C7520), and loading the saved values into registers spills. */
+__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128], __nv_bfloat16 *stg,
                                                     int w, int mt, int nt) {
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);
@@ -154,37 +155,39 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, float
     nrows -= 64 * w;
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
-    for (int i = 0; i < 32; i++)
+    for (int part = 0; part < 4; part++) {
+        const int col0 = nt * 256 + 64 * part;
+        if (col0 >= p.I) break;
+        for (int v = tid; v < 64 * 16; v += 128) {
+            const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
+            int4 val = make_int4(0, 0, 0, 0);
+            if (r < nrows && col < p.I)
+                val = *reinterpret_cast<const int4 *>((c < 8 ? p.pre_gate : p.pre_up) + (size_t)(r0 + r) * p.I + col);
+            *reinterpret_cast<int4 *>(sm90_stg_at(stg, r, c)) = val;
+        }
+        sm90_named_sync(2 + w, 128);
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int a = 4 * i + 2 * half, r = ra + 8 * half, c = nt * 256 + 8 * i + t2;
-            float dg0 = 0.0f, du0 = 0.0f, dg1 = 0.0f, du1 = 0.0f;
-            if (r < nrows && c < p.I) {
-                const size_t off = (size_t)(r0 + r) * p.I + c;
-                const __nv_bfloat162 g = *reinterpret_cast<const __nv_bfloat162 *>(p.pre_gate + off);
-                const __nv_bfloat162 u = *reinterpret_cast<const __nv_bfloat162 *>(p.pre_up + off);
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int a = 4 * (8 * part + i) + 2 * half, r = ra + 8 * half;
+                __nv_bfloat162 *pg = reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, i) + t2);
+                __nv_bfloat162 *pu = reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i) + t2);
+                const __nv_bfloat162 g = *pg, u = *pu;
+                float dg0, du0, dg1, du1;
                 sm90_swiglu_b(acc[a], __low2float(g), __low2float(u), dg0, du0);
                 sm90_swiglu_b(acc[a + 1], __high2float(g), __high2float(u), dg1, du1);
+                *pg = __floats2bfloat162_rn(dg0, dg1);
+                *pu = __floats2bfloat162_rn(du0, du1);
             }
-            const __nv_bfloat162 dg = __floats2bfloat162_rn(dg0, dg1), du = __floats2bfloat162_rn(du0, du1);
-            acc[a] = *reinterpret_cast<const float *>(&dg);
-            acc[a + 1] = *reinterpret_cast<const float *>(&du);
+        sm90_named_sync(2 + w, 128);
+        for (int v = tid; v < 64 * 16; v += 128) {
+            const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
+            if (r >= nrows || col >= p.I) continue;
+            *reinterpret_cast<int4 *>((c < 8 ? p.dpg : p.dpu) + (size_t)(r0 + r) * p.I + col) =
+                *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
         }
-#pragma unroll
-    for (int part = 0; part < 2; part++) {
-        const int col0 = nt * 256 + 128 * part;
-        if (col0 >= p.I) break;
-#pragma unroll
-        for (int which = 0; which < 2; which++) { /* 0: dpg, 1: dpu */
-            sm90_stage(stg, w, [&](int i, int half) {
-                const float v = acc[4 * (i + 16 * part) + 2 * half + which];
-                return *reinterpret_cast<const __nv_bfloat162 *>(&v);
-            });
-            bf16_t *dst = which ? p.dpu : p.dpg;
-            sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) {
-                return reinterpret_cast<__nv_bfloat16 *>(dst) + (size_t)(r0 + r) * p.I + col0;
-            });
-        }
+        sm90_named_sync(2 + w, 128);
     }
     mok_fence_proxy_async_global(); /* dpg, dpu are read by TMA in the dx and wgu tasks */
     sm90_named_sync(2 + w, 128);
@@ -194,10 +197,11 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, float
     }
 }
 
-/* Weight-gradient epilogue of consumer w: g[m][col(c)] += acc for rows m = m0 + (its 64 rows) < M;
- * column c < 256 of the task goes to g_lo (c < split) at n0 + c or g_hi at n0 + c - split, < N. */
-__device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int w, int m0, int M, float *g_lo,
-                                                    float *g_hi, int split, int n0, int N) {
+/* Weight-gradient epilogue of consumer w: g[m][col(c)] (+)= acc for rows m = m0 + (its 64 rows) < M
+ * (added, or written when overwrite; zeros for an expert without rows: rows == 0); column
+ * c < 256 of the task goes to g_lo (c < split) at n0 + c or g_hi at n0 + c - split, < N. */
+__device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int rows, int overwrite, int w, int m0, int M,
+                                                    float *g_lo, float *g_hi, int split, int n0, int N) {
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
     for (int i = 0; i < 32; i++)
@@ -207,9 +211,13 @@ __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int
             const int hi = c >= split, n = n0 + c - (hi ? split : 0);
             if (m >= M || n >= N) continue;
             float2 *dst = reinterpret_cast<float2 *>((hi ? g_hi : g_lo) + (size_t)m * N + n);
-            float2 v = *dst;
-            v.x += acc[4 * i + 2 * half];
-            v.y += acc[4 * i + 2 * half + 1];
+            float2 v = make_float2(0.0f, 0.0f);
+            if (rows > 0) v = make_float2(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+            if (!overwrite) {
+                const float2 old = *dst;
+                v.x += old.x;
+                v.y += old.y;
+            }
             *dst = v;
         }
 }
@@ -241,15 +249,15 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
         } else {
             int rs, cnt;
             sm90_expert_rows(p, k.idx, rs, cnt);
-            if (cnt == 0) continue;
+            if (cnt == 0 && !p.overwrite) continue;
             const int KB = (cnt + SM90_BK - 1) / SM90_BK;
-            sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
+            if (cnt > 0) sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
             if (k.kind == BWD_WDOWN)
-                sm90_epilogue_wgrad(acc, w, k.mi * 128, p.I, p.g_down + k.idx * CI, p.g_down + k.idx * CI, 256,
-                                    k.ni * 256, p.C);
+                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.I, p.g_down + k.idx * CI, p.g_down + k.idx * CI,
+                                    256, k.ni * 256, p.C);
             else
-                sm90_epilogue_wgrad(acc, w, k.mi * 128, p.C, p.g_gate + k.idx * CI, p.g_up + k.idx * CI, 128,
-                                    k.ni * 128, p.I);
+                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.C, p.g_gate + k.idx * CI, p.g_up + k.idx * CI,
+                                    128, k.ni * 128, p.I);
         }
     }
 }
@@ -265,7 +273,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
         if (threadIdx.x == 0) sm90_bwd_produce(p, tm, wd, sm, MT);
         else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
-            sm90_dispatch(p, MT, p.dyr, p.dy_off, 1);
+            sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.dyr, p.dy_off, 1);
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
@@ -280,7 +288,7 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_prepare(mok_backward_sm90_kernel, p.tile_m, "backward");
     cudaCheck(cudaMemsetAsync(p.arrive, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p.dpg_done, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
-    cudaCheck(cudaMemsetAsync(p.ticket, 0, 2 * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p.ticket, 0, 3 * sizeof(unsigned), stream));
     Sm90BwdMaps tm;
     sm90_encode(&tm.dyr_k, p.dyr, 2, p.C, p.R_max, 1, 128);
     sm90_encode(&tm.dpg_k, p.dpg, 2, p.I, p.R_max, 1, 128);

@@ -53,9 +53,14 @@ extern "C" void mok_iota(int *p, long n, cudaStream_t stream) {
  * ---------------------------------------------------------------------------------------------- */
 
 __device__ void mok_dispatch(const MokFwdParams &p, int MT) {
+    __shared__ int s_mt;
     const int warp = threadIdx.x >> 5;
     const int base = p.expert_offset_all[p.e0];
-    for (int mt = blockIdx.x; mt < MT; mt += p.n_comm) {
+    for (;;) {
+        if (threadIdx.x == 0) s_mt = (int)atomicAdd(p.ticket + 2, 1u);
+        __syncthreads();
+        const int mt = s_mt;
+        if (mt >= MT) return;
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
         for (int r = warp; r < nrows; r += MOK_THREADS / 32) mok_pull_row(p, base, r0 + r, p.xr, p.x_off, 0);
@@ -203,7 +208,7 @@ extern "C" int mok_tile_supported(int tile, int C, int I, const char **why) {
 extern "C" void mok_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream) {
     cudaCheck(cudaMemsetAsync(p->arrive, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p->gu_done, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
-    cudaCheck(cudaMemsetAsync(p->ticket, 0, 2 * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p->ticket, 0, 3 * sizeof(unsigned), stream));
     if (p->tile == MOK_TILE_WGMMA) mok_sm90_forward_launch(p, grid, stream);
     else if (p->tile == MOK_TILE_PIPE) mok_forward_kernel<1><<<grid, MOK_THREADS, 0, stream>>>(*p);
     else mok_forward_kernel<0><<<grid, MOK_THREADS, 0, stream>>>(*p);

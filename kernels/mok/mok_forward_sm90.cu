@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         if (threadIdx.x == 0) {
             if (!p.dispatch_only) sm90_fwd_produce(p, tm, wd, sm, n_gu, total, nI, nC);
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
-            sm90_dispatch(p, MT, p.xr, p.x_off, 0);
+            sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.xr, p.x_off, 0);
         }
         return;
     }

@@ -41,6 +41,7 @@ typedef struct {
     uint64_t full[SM90_STAGES], empty[SM90_STAGES];
     uint64_t task_full[2], task_empty[2];
     int task[2];
+    int dispatch_mt; /* the dispatch warps' current M tile */
 } Sm90Bars;
 
 #define SM90_SMEM_BYTES \
@@ -165,8 +166,8 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[128], const Sm90Watch &wd,
         const int s = sr.slot;
         sm90_wait(wd, &sm.bars->full[s], sr.phase, tile);
         unsigned char *a = sm.a + s * SM90_A_BYTES, *b = sm.b + s * SM90_B_BYTES;
-        /* every block of an MN-major task passes here (no divergent path around the wgmma) */
-        if constexpr (TA || TB) sm90_zero_k_tail(a, b, kb == KB - 1 ? k_tail : 64);
+        if constexpr (TA || TB)
+            if (kb == KB - 1 && k_tail < 64) sm90_zero_k_tail(a, b, k_tail);
         const uint64_t da = mok_wgmma_desc(a + w * SM90_PANEL_BYTES, lbo_a, 1024), db = mok_wgmma_desc(b, lbo_b, 1024);
         mok_wgmma_fence();
 #pragma unroll
@@ -221,33 +222,44 @@ __device__ __forceinline__ __nv_bfloat162 sm90_pair(const float (&acc)[128], int
     return __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
 }
 
-/* Consumer w's 64 x 256 result as bf16, two staged halves, each row pushed to its source rank's
- * slot (token * k + j) at window offset off: the forward's expert outputs and the backward's dx
- * rows. Rows r0 + r of the owner layout, r < nrows; columns col0 + c < C. */
+/* Consumer w's 64 x 256 result as bf16, two staged halves: row r < nrows, column col0 + c <
+ * ncols to row_at(r)[col0 + c]. */
+template <class R>
+__device__ __forceinline__ void sm90_store_rows(const float (&acc)[128], __nv_bfloat16 *stg, int w, int nrows,
+                                                int col0, int ncols, R row_at) {
+#pragma unroll
+    for (int part = 0; part < 2; part++) {
+        const int c0 = col0 + 128 * part;
+        if (c0 >= ncols) break;
+        sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16 * part, half); });
+        sm90_unstage(stg, w, nrows, c0, ncols, [&](int r) { return row_at(r) + c0; });
+    }
+}
+
+/* The same, each row pushed to its source rank's slot (token * k + j) at window offset off: the
+ * forward's expert outputs and the backward's dx rows. Rows r0 + r of the owner layout. */
 template <class P>
 __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[128], __nv_bfloat16 *stg, int w, int r0,
                                                int nrows, int col0, size_t off) {
     const int base = p.expert_offset_all[p.e0];
-#pragma unroll
-    for (int part = 0; part < 2; part++) {
-        const int c0 = col0 + 128 * part;
-        if (c0 >= p.C) break;
-        sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16 * part, half); });
-        sm90_unstage(stg, w, nrows, c0, p.C, [&](int r) {
-            const int g = p.row_slot_all[base + r0 + r];
-            const int src = g / p.NK, slot = g - src * p.NK;
-            return reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + off) + (size_t)slot * p.C + c0;
-        });
-    }
+    sm90_store_rows(acc, stg, w, nrows, col0, p.C, [&](int r) {
+        const int g = p.row_slot_all[base + r0 + r];
+        const int src = g / p.NK, slot = g - src * p.NK;
+        return reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + off) + (size_t)slot * p.C;
+    });
 }
 
-/* Warps 1-3 of warpgroup 0: pull the rows of M tiles blockIdx.x, + n_comm, ... into dst (owner
- * layout, C columns) from the sources' windows at offset off (row = token, or slot when per_slot),
- * then release arrive[mt]. */
+/* Warps 1-3 of warpgroup 0: pull the rows of the M tiles the dispatch counter (ticket[2]) hands
+ * out into dst (owner layout, C columns) from the sources' windows at offset off (row = token, or
+ * slot when per_slot), then release arrive[mt]. */
 template <class P>
-__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, bf16_t *dst, size_t off, int per_slot) {
+__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_mt, bf16_t *dst, size_t off, int per_slot) {
     const int warp = threadIdx.x >> 5, base = p.expert_offset_all[p.e0];
-    for (int mt = blockIdx.x; mt < MT; mt += p.n_comm) {
+    for (;;) {
+        if (threadIdx.x == 32) *s_mt = (int)atomicAdd(p.ticket + 2, 1u);
+        sm90_named_sync(1, 96);
+        const int mt = *s_mt;
+        if (mt >= MT) return;
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
         for (int r = warp - 1; r < nrows; r += 3) mok_pull_row(p, base, r0 + r, dst, off, per_slot);

@@ -38,7 +38,8 @@ static const char *bench_help =
     "the global forward is at most 20 GFLOP, rank 0 also runs the CPU reference (float) of it and holds\n"
     "y of every implementation to it (rel err < 1e-2) and the top-k picks equal.\n"
     "mok times the forward, forward + backward (wgmma tile) and the dispatch alone (GB/s per GPU,\n"
-    "rows pulled including this rank's own); --comm-blocks: its dispatch blocks.\n"
+    "rows pulled including this rank's own); --comm-blocks: its dispatch blocks. Timed backwards write\n"
+    "the routed experts' gradients, as the first micro-batch of a training step does.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
@@ -218,10 +219,14 @@ static void layer_forward(Layer *L, cudaStream_t s) {
     moe_unfused_forward(L->y, &L->a, &L->work, L->x, NULL, &w, L->bias, L->N, s);
 }
 
+/* Both implementations' backward runs as in the first (or only) micro-batch of a training step:
+ * the routed experts' gradients written, not added (MoeGpuGrads.overwrite_experts). */
+#define BENCH_OVERWRITE_EXPERTS 1
+
 static void layer_backward(Layer *L, double daux, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], L->g[T_SGATE], L->g[T_SUP],
-                     L->g[T_SDOWN]};
+                     L->g[T_SDOWN], BENCH_OVERWRITE_EXPERTS};
     moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, NULL, &w, L->N, s);
 }
 
@@ -289,7 +294,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     MoeGpuWeights w = layer_weights(L);
     const int S = L->d.n_shared > 0, with_bwd = m->tile == MOK_TILE_WGMMA;
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], S ? L->g[T_SGATE] : NULL,
-                     S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL};
+                     S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL, BENCH_OVERWRITE_EXPERTS};
     MoeMokSaved sv;
     moe_mok_saved_create(&sv, &L->d, L->N, 0);
     cudaEvent_t e0, e1;
@@ -485,7 +490,7 @@ static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const 
         }
         const int S = ep->d.n_shared > 0;
         MoeGpuGrads gg = {g[r][T_ROUTER], g[r][T_GATE], g[r][T_UP], g[r][T_DOWN], S ? g[r][T_SGATE] : NULL,
-                          S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL};
+                          S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL, 0};
         moe_mok_forward(y, m, &sv, ep->x, NULL, &w, ep->bias, ep->N, s);
         moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, NULL, &w, ep->N, s);
         moe_mok_sync(m, s);
@@ -677,7 +682,7 @@ int cmd_bench(int argc, char **argv) {
             fputs(bench_help, stdout);
             return 0;
         }
-        return usage("`mokc bench` needs a benchmark: moe (got '%s')", argc >= 2 ? argv[1] : "nothing");
+        return usage("`mokc bench` needs a benchmark: moe, attn or gemm (got '%s')", argc >= 2 ? argv[1] : "nothing");
     }
     BenchArgs args;
     int rc = parse_args(argc, argv, &args);

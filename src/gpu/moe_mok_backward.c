@@ -96,6 +96,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.tile_m = mok_tile_m(m->tile);
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
+    p.overwrite = g->overwrite_experts;
     mok_backward_launch(&p, m->grid, stream);
     moe_mok_ep_barrier(m, stream); /* every dx row has landed in its source's slots */
 

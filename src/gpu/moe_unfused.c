@@ -481,22 +481,29 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
 
     /* 3'. experts: dh and dW_down, SwiGLU backward, dW_gate / dW_up and dx rows */
     const size_t CI = (size_t)C * I;
+    const float beta_w = g->overwrite_experts ? 0.0f : 1.0f;
     gpu_swiglu_forward(w->h, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
     for (int el = 0; el < El; el++) {
         const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
+        if (M == 0 && g->overwrite_experts) {
+            float *zero[3] = {g->w_gate + el * CI, g->w_up + el * CI, g->w_down + el * CI};
+            for (int t = 0; t < 3; t++) cudaCheck(cudaMemsetAsync(zero[t], 0, CI * sizeof(float), stream));
+        }
         if (M == 0) continue;
         gemm_rm_dynamic(w->blas, 0, 1, M, I, C, dyr + (size_t)r0 * C, GEMM_BF16, wt->w_down + el * CI, GEMM_BF16,
                         w->dh + (size_t)r0 * I, GEMM_F32, 1.0f, 0.0f);
         gemm_rm_dynamic(w->blas, 1, 0, I, C, M, w->h + (size_t)r0 * I, GEMM_BF16, dyr + (size_t)r0 * C, GEMM_BF16,
-                        g->w_down + el * CI, GEMM_F32, 1.0f, 1.0f);
+                        g->w_down + el * CI, GEMM_F32, 1.0f, beta_w);
     }
     gpu_swiglu_backward(w->dpg, w->dpu, w->dh, a->pre_gate, a->pre_up, (long)a->rows_in * I, stream);
     for (int el = 0; el < El; el++) {
         const int r0 = a->h_recv_offset[el], M = a->h_recv_offset[el + 1] - r0;
         if (M == 0) continue;
         const bf16_t *xr = a->xr + (size_t)r0 * C, *dpg = w->dpg + (size_t)r0 * I, *dpu = w->dpu + (size_t)r0 * I;
-        gemm_rm_dynamic(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpg, GEMM_BF16, g->w_gate + el * CI, GEMM_F32, 1.0f, 1.0f);
-        gemm_rm_dynamic(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpu, GEMM_BF16, g->w_up + el * CI, GEMM_F32, 1.0f, 1.0f);
+        gemm_rm_dynamic(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpg, GEMM_BF16, g->w_gate + el * CI, GEMM_F32, 1.0f,
+                        beta_w);
+        gemm_rm_dynamic(w->blas, 1, 0, C, I, M, xr, GEMM_BF16, dpu, GEMM_BF16, g->w_up + el * CI, GEMM_F32, 1.0f,
+                        beta_w);
         float *dxr = w->dxr + (size_t)r0 * C;
         gemm_rm_dynamic(w->blas, 0, 1, M, C, I, dpg, GEMM_BF16, wt->w_gate + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 0.0f);
         gemm_rm_dynamic(w->blas, 0, 1, M, C, I, dpu, GEMM_BF16, wt->w_up + el * CI, GEMM_BF16, dxr, GEMM_F32, 1.0f, 1.0f);

@@ -90,9 +90,12 @@ typedef struct {
     const bf16_t *shared_down; /* (S*I, C)                                       */
 } MoeGpuWeights;
 
-/* fp32 gradients, same shapes as MoeGpuWeights; the backward ADDS into them. */
+/* fp32 gradients, same shapes as MoeGpuWeights; the backward ADDS into them, except the routed
+ * experts' (w_gate, w_up, w_down) when overwrite_experts is 1: those it writes, every element (zeros
+ * for an expert without rows), so the first micro-batch of a step neither zeroes nor reads them. */
 typedef struct {
     float *router, *w_gate, *w_up, *w_down, *shared_gate, *shared_up, *shared_down;
+    int overwrite_experts;
 } MoeGpuGrads;
 
 /* What a forward saves for its backward (one per MoE layer), plus its routing results. */

@@ -148,7 +148,7 @@ static void grads_create(Grads *G, const Shape *s) {
 
 static MoeGpuGrads grads_view(const Grads *G, int shared) {
     MoeGpuGrads g = {G->g[G_ROUTER], G->g[G_GATE], G->g[G_UP], G->g[G_DOWN], shared ? G->g[G_SGATE] : NULL,
-                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL};
+                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL, 0};
     return g;
 }
 
@@ -179,6 +179,70 @@ static void check_grad(const Shape *s, const char *what, const float *dev, const
     free(b);
 }
 
+/* dev == scale * ref at every element of the routed experts' gradients (values, so -0 == 0). */
+static void check_scaled(const Shape *s, const char *who, const Grads *dev, const Grads *ref, float scale) {
+    for (int t = G_GATE; t <= G_DOWN; t++) {
+        const long n = dev->n[t];
+        float *a = mallocCheck((size_t)n * sizeof(float)), *b = mallocCheck((size_t)n * sizeof(float));
+        gpu_download(a, dev->g[t], (size_t)n * sizeof(float));
+        gpu_download(b, ref->g[t], (size_t)n * sizeof(float));
+        long bad = 0, first = -1;
+        for (long i = 0; i < n; i++)
+            if (!(a[i] == scale * b[i]) && bad++ == 0) first = i;
+        CHECK_MSG(bad == 0, "[%s] %s %s: %ld of %ld values differ from %g x the added gradient (first [%ld]: %.9g vs %.9g)",
+                  s->label, who, grad_names[t], bad, n, scale, first, first >= 0 ? a[first] : 0.0f,
+                  first >= 0 ? b[first] : 0.0f);
+        free(a);
+        free(b);
+    }
+}
+
+/* overwrite_experts: gradients that start as NaN are written (every element, zeros for an expert
+ * without rows) equal to those added into zeros; a second backward that adds doubles them exactly.
+ * backward(g) runs the layer's forward and backward into g. */
+static void check_overwrite(const Shape *s, const char *who, const Grads *added,
+                            void (*backward)(MoeGpuGrads *g, void *ctx), void *ctx) {
+    Grads G;
+    grads_create(&G, s);
+    for (int t = G_GATE; t <= G_DOWN; t++) cudaCheck(cudaMemset(G.g[t], 0xff, (size_t)G.n[t] * sizeof(float)));
+    MoeGpuGrads g = grads_view(&G, s->S > 0);
+    g.overwrite_experts = 1;
+    backward(&g, ctx);
+    check_scaled(s, who, &G, added, 1.0f);
+    g.overwrite_experts = 0;
+    backward(&g, ctx);
+    check_scaled(s, who, &G, added, 2.0f);
+    grads_destroy(&G);
+}
+
+typedef struct {
+    const Problem *P;
+    MoeUnfusedActs *a;
+    MoeUnfusedWork *w;
+    MoeMok *m;
+    MoeMokSaved *sv;
+    const float *dy;
+    float *dx, *y;
+    double daux;
+    int N;
+} BackwardCtx;
+
+static void unfused_backward(MoeGpuGrads *g, void *ctx) {
+    BackwardCtx *c = ctx;
+    const Problem *P = c->P;
+    moe_unfused_forward(c->y, c->a, c->w, P->x, P->xb, &P->w, P->bias, c->N, 0);
+    moe_unfused_backward(c->dx, g, c->dy, c->daux, c->a, c->w, P->x, P->xb, &P->w, c->N, 0);
+    cudaCheck(cudaDeviceSynchronize());
+}
+
+static void mok_backward(MoeGpuGrads *g, void *ctx) {
+    BackwardCtx *c = ctx;
+    const Problem *P = c->P;
+    moe_mok_forward(c->y, c->m, c->sv, P->x, P->xb, &P->w, P->bias, c->N, 0);
+    moe_mok_backward(c->dx, g, c->dy, c->daux, c->sv, c->m, P->x, P->xb, &P->w, c->N, 0);
+    moe_mok_sync(c->m, 0);
+}
+
 static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, MoeUnfusedWork *w) {
     const int N = s->N, shared = s->S > 0;
     const double daux = 0.01;
@@ -207,6 +271,9 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
         check_grad(s, grad_names[t], run[0].g[t], ref.g[t], run[0].n[t], 0);
         check_grad(s, grad_names[t], run[1].g[t], run[0].g[t], run[0].n[t], 1);
     }
+    BackwardCtx ctx = {P, a, w, &m, &sv, dy, run[1].dx, y, daux, N};
+    check_overwrite(s, "unfused overwrite", &ref, unfused_backward, &ctx);
+    check_overwrite(s, "mok overwrite", &run[0], mok_backward, &ctx);
     cudaCheck(cudaFree(y));
     cudaCheck(cudaFree(dy));
     grads_destroy(&ref);
