@@ -4,7 +4,8 @@
 # the EP2 check of the MoE layers (scripts/gpu-moe-ep2-check.sh without its timing section), the
 # rank-to-GPU mapping check (scripts/gpu-mapping-check.sh), the megakernel's fallback without NVLink
 # peers (scripts/gpu-lsa-fallback-check.sh) and the MoE layer benchmark, mok and unfused in one run, on the Qwen3-30B-A3B- and Kimi-K2-like shapes
-# (configs/bench/). With 1 GPU or more, the attention benchmark (flash and cuBLAS side by side at
+# (configs/bench/). With 1 GPU or more, the grouped-GEMM benchmark of the megakernel's tile against
+# cuBLAS (`mokc bench gemm`: 8192^3 and 64 x 1024x1536x2048) and the attention benchmark (flash and cuBLAS side by side at
 # B=4 T=4096 Hq=16 Hkv=4 D=128; it fails when they disagree). Logs and the benchmarks' JSON lines
 # (bench-<shape>.jsonl, bench-attn.jsonl) go to $OUT (or ./gpu-check-out); the summary table
 # comes last. Exits non-zero if the build, the tests, one of the checks or a benchmark fails.
@@ -36,8 +37,15 @@ tests_s=$(since "$start")
 grep -E "^(FAIL|skip)|FAIL " "$out/tests.log" | head -60
 
 ep2_rc=skipped ep2_s=0 bench_rc=skipped bench_s=0 map_rc=skipped map_s=0 lsa_rc=skipped lsa_s=0
-attn_rc=skipped attn_s=0
+attn_rc=skipped attn_s=0 gemm_rc=skipped gemm_s=0
 if [ -z "$filter" ] && [ "$ngpu" -ge 1 ]; then
+  start=$(date +%s)
+  timeout 300 ./mokc bench gemm > "$out/bench-gemm.log" 2>&1
+  gemm_rc=$?
+  gemm_s=$(since "$start")
+  [ "$gemm_rc" -eq 0 ] || { echo "bench gemm FAILED:"; tail -15 "$out/bench-gemm.log"; }
+  grep '^{' "$out/bench-gemm.log" > "$out/bench-gemm.jsonl"
+
   start=$(date +%s)
   timeout 600 ./mokc bench attn > "$out/bench-attn.log" 2>&1
   attn_rc=$?
@@ -90,6 +98,8 @@ printf "%-16s %-11s %5ss  %s\n" "mok fallback" "rc=$lsa_rc" "$lsa_s" \
   "$( [ "$lsa_rc" != skipped ] && tail -1 "$out/lsa-fallback-check.log")"
 printf "%-16s %-11s %5ss  %s\n" "bench moe" "rc=$bench_rc" "$bench_s" \
   "$([ "$bench_rc" = skipped ] && echo "needs 2 GPUs and no test filter")"
+printf "%-16s %-11s %5ss  %s\n" "bench gemm" "rc=$gemm_rc" "$gemm_s" \
+  "$([ "$gemm_rc" = skipped ] && echo "needs a GPU and no test filter")"
 printf "%-16s %-11s %5ss  %s\n" "bench attn" "rc=$attn_rc" "$attn_s" \
   "$([ "$attn_rc" = skipped ] && echo "needs a GPU and no test filter" || grep '^flash vs cublas' "$out/bench-attn.log")"
 if [ "$bench_rc" != skipped ]; then
@@ -105,11 +115,15 @@ if [ "$bench_rc" != skipped ]; then
              f("dispatch_gbs_per_gpu") }'
 fi
 
+if [ "$gemm_rc" != skipped ]; then
+  echo
+  grep '^{' "$out/bench-gemm.log"
+fi
 if [ "$attn_rc" != skipped ]; then
   echo
   sed -n '/^impl /,/^$/p' "$out/bench-attn.log"
 fi
 
 rc=$tests_rc
-for r in "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc" "$attn_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
+for r in "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc" "$gemm_rc" "$attn_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
 exit "$rc"

@@ -15,6 +15,7 @@
 #include "version.h"
 #ifdef MOKC_CUDA
 #include "gpu/bench_attn.h"
+#include "gpu/bench_gemm.h"
 #include "gpu/bench_moe.h"
 #endif
 
@@ -26,6 +27,7 @@ static const char *usage_text =
     "  prepare --text FILE --out DATA.h5 [...]      text -> byte tokens in HDF5 (--bin/--raw-*: import ids)\n"
     "  bench moe --config SPEC.json [--impl ...]    one MoE layer on the GPUs (builds with CUDA)\n"
     "  bench attn [--seq T --batch B ...]           causal attention on one GPU, flash vs cuBLAS\n"
+    "  bench gemm [--m M --n N --k K --groups G]    the mok Hopper GEMM tile alone vs cuBLAS, one GPU\n"
     "  check                                        GPU kernels vs the CPU reference (not built yet)\n"
     "  version                                      version, build options, library versions\n"
     "  help [command|config]                        this text, a command's help, or every spec key\n"
@@ -90,7 +92,11 @@ static int cmd_help(int argc, char **argv) {
         if (rc) return rc;
         char *attn_help[] = {"bench", "attn", "--help", NULL};
         putchar('\n');
-        return cmd_bench_attn(3, attn_help);
+        rc = cmd_bench_attn(3, attn_help);
+        if (rc) return rc;
+        char *gemm_help[] = {"bench", "gemm", "--help", NULL};
+        putchar('\n');
+        return cmd_bench_gemm(3, gemm_help);
     }
 #endif
     if (strcmp(topic, "bench") == 0 || strcmp(topic, "check") == 0 || strcmp(topic, "version") == 0 ||
@@ -109,6 +115,8 @@ int main(int argc, char **argv) {
 #ifdef MOKC_CUDA
     if (strcmp(cmd, "bench") == 0 && argc > 2 && strcmp(argv[2], "attn") == 0)
         return cmd_bench_attn(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0 && argc > 2 && strcmp(argv[2], "gemm") == 0)
+        return cmd_bench_gemm(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
 #else
     if (strcmp(cmd, "bench") == 0) return not_built("bench", "a build with the CUDA backend (nvcc and NCCL found)");

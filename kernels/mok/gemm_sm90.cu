@@ -1,0 +1,176 @@
+/*
+ * The grouped GEMM of gemm_sm90.h on the megakernel's Hopper pipeline (sm90_pipeline.cuh). One
+ * block per SM, 384 threads: lane 0 of warpgroup 0 loads stages with TMA (A: one 128-row x 64-K
+ * box; B: up to four 64-K x 64-N panels, as the forward's w_down), warpgroups 1 and 2 compute rows
+ * [64w, 64w + 64) x 256 columns with sm90_mma<0, 1> (A K-major, B N-major), then store their half
+ * of the tile through the staging. Producer and consumers walk the same fixed tile sequence
+ * (t = blockIdx.x, + gridDim.x, ...): no ticket and no task ring.
+ */
+#include "gemm_sm90.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "sm90_pipeline.cuh"
+
+#define GEMM_BN 256        /* columns of a tile: one m64n256 accumulator per consumer */
+#define GEMM_BAND 16       /* M tiles per rasterisation band (16 x 128 rows of A and ~8 B panels in flight) */
+#define GEMM_BUDGET_NS 10000000000LL
+#define GEMM_MAX_DEVICES 64
+
+typedef struct {
+    CUtensorMap a, b; /* (G, M, K): 64 K x 128 rows boxes; (G, K, N): 64 N x 64 K boxes */
+} GemmSm90Maps;
+
+typedef struct {
+    __nv_bfloat16 *c;
+    MokError *err;
+    unsigned *claim;
+    long long budget_ns;
+    int M, N, K;
+    int mt, nt, tiles; /* M and N tiles of a group; tiles of all groups */
+} GemmSm90Params;
+
+struct GemmTile {
+    int g, m0, n0;
+};
+
+/* Tile t: groups in order; inside a group, bands of GEMM_BAND M tiles, M fastest within a band. */
+__device__ __forceinline__ GemmTile gemm_tile(const GemmSm90Params &p, int t) {
+    const int per_group = p.mt * p.nt, per_band = GEMM_BAND * p.nt;
+    GemmTile k;
+    k.g = t / per_group;
+    const int u = t - k.g * per_group, band = u / per_band, v = u - band * per_band;
+    const int rows = min(GEMM_BAND, p.mt - band * GEMM_BAND);
+    k.m0 = (band * GEMM_BAND + v % rows) * SM90_BM;
+    k.n0 = v / rows * GEMM_BN;
+    return k;
+}
+
+__device__ void gemm_produce(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd, const Sm90Smem &sm) {
+    Sm90Ring sr = {0, 0};
+    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        const GemmTile k = gemm_tile(p, t);
+        /* panels wholly past N are not loaded (their columns are discarded) */
+        const int panels = min(4, (p.N - k.n0 + 63) / 64);
+        const unsigned bytes = SM90_A_BYTES + panels * SM90_PANEL_BYTES;
+        for (int kb = 0; kb < KB; kb++) {
+            const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
+            uint64_t *full = &sm.bars->full[s];
+            mok_tma_load_3d(sm.a + s * SM90_A_BYTES, &tm.a, full, kb * SM90_BK, k.m0, k.g);
+            for (int j = 0; j < panels; j++)
+                mok_tma_load_3d(sm.b + s * SM90_B_BYTES + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j,
+                                kb * SM90_BK, k.g);
+        }
+    }
+}
+
+/* Consumer w's 64 x 256 result as bf16 into rows m0 + 64w.. of group g, two staged halves. */
+__device__ __forceinline__ void gemm_store(const GemmSm90Params &p, const float (&acc)[128], __nv_bfloat16 *stg,
+                                           int w, const GemmTile &k) {
+    const int r0 = k.m0 + 64 * w;
+    __nv_bfloat16 *rows = p.c + ((size_t)k.g * p.M + r0) * p.N;
+    sm90_store_rows(acc, stg, w, p.M - r0, k.n0, p.N, [&](int r) { return rows + (size_t)r * p.N; });
+}
+
+__device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90Watch &wd, const Sm90Smem &sm, int w) {
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+    __nv_bfloat16 *stg = sm.stg + w * 64 * 128;
+    Sm90Ring sr = {0, 0};
+    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        const GemmTile k = gemm_tile(p, t);
+        sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
+        gemm_store(p, acc, stg, w, k);
+    }
+}
+
+__global__ void __launch_bounds__(SM90_THREADS, 1)
+    gemm_sm90_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
+#if MOK_SM90
+    extern __shared__ unsigned char smem_raw[];
+    const Sm90Smem sm = sm90_setup(smem_raw);
+    const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
+    const int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
+        if (threadIdx.x == 0) gemm_produce(p, tm, wd, sm);
+        return;
+    }
+    mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
+    gemm_consume(p, wd, sm, wg - 1);
+#else
+    asm volatile("trap;");
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Host side
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Per device, made on first use: the watchdog's host-mapped record and its claim word. */
+static struct {
+    MokError *host, *dev;
+    unsigned *claim;
+} watch[GEMM_MAX_DEVICES];
+
+extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) {
+    *why = NULL;
+    if (G < 1 || M < 1 || N < 1 || K < 1) *why = "every dimension (groups, M, N, K) must be at least 1";
+    else if (N % 8 != 0) *why = "N must be a multiple of 8 (B's and C's rows are 16-byte multiples for TMA and stores)";
+    else if (K % 8 != 0) *why = "K must be a multiple of 8 (A's rows are 16-byte multiples for TMA)";
+    else if ((long)G * (((long)M + SM90_BM - 1) / SM90_BM) * (((long)N + GEMM_BN - 1) / GEMM_BN) > INT_MAX)
+        *why = "groups x M x N needs more than 2^31 tiles of 128 x 256";
+    return *why == NULL;
+}
+
+extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                  cudaStream_t stream) {
+    const char *why = NULL;
+    if (!gemm_sm90_shape_ok(G, M, N, K, &why))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
+    if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
+    sm90_prepare(gemm_sm90_kernel, SM90_BM, "grouped GEMM");
+    int dev = 0, sms = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (dev >= GEMM_MAX_DEVICES)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: device %d is past the %d it tracks (internal)", dev,
+                 GEMM_MAX_DEVICES);
+    if (!watch[dev].host) {
+        cudaCheck(cudaHostAlloc((void **)&watch[dev].host, sizeof(MokError), cudaHostAllocMapped));
+        memset((void *)watch[dev].host, 0, sizeof(MokError));
+        cudaCheck(cudaHostGetDevicePointer((void **)&watch[dev].dev, watch[dev].host, 0));
+        cudaCheck(cudaMalloc((void **)&watch[dev].claim, sizeof(unsigned)));
+        cudaCheck(cudaMemset(watch[dev].claim, 0, sizeof(unsigned)));
+    }
+    GemmSm90Maps tm;
+    sm90_encode(&tm.a, A, 3, K, M, G, SM90_BM);
+    sm90_encode(&tm.b, B, 3, N, K, G, 64);
+    GemmSm90Params p;
+    p.c = reinterpret_cast<__nv_bfloat16 *>(C);
+    p.err = watch[dev].dev;
+    p.claim = watch[dev].claim;
+    p.budget_ns = GEMM_BUDGET_NS;
+    p.M = M, p.N = N, p.K = K;
+    p.mt = (M + SM90_BM - 1) / SM90_BM;
+    p.nt = (N + GEMM_BN - 1) / GEMM_BN;
+    p.tiles = G * p.mt * p.nt;
+    gemm_sm90_kernel<<<min(sms, p.tiles), SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    cudaCheckLaunch();
+}
+
+extern "C" int gemm_sm90_watchdog_report(char *buf, size_t len) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev >= GEMM_MAX_DEVICES || !watch[dev].host || !watch[dev].host->flag)
+        return 0;
+    const volatile MokError *e = watch[dev].host;
+    snprintf(buf, len, "gemm_sm90 watchdog: block %d, tile %d: a shared-memory pipeline stage never filled (%.3f s)",
+             e->block, e->tile, e->waited_ns * 1e-9);
+    return 1;
+}

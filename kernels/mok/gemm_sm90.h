@@ -1,0 +1,46 @@
+/*
+ * A persistent grouped GEMM on the megakernel's Hopper tile (issue 9: `mokc bench gemm` tunes the
+ * tile apart from the MoK protocol). The same pipeline as mok_forward_sm90.cu (sm90_pipeline.cuh:
+ * a TMA producer lane, a 4-stage ring, two wgmma m64n256k16 consumers, staged 16-byte epilogue
+ * stores), the same operand layouts as the forward's down projection, and no counters, tickets or
+ * NVLink: tiles in a fixed order, each block taking every gridDim.x-th one.
+ *
+ *   C[g] = A[g] @ B[g] for g < G, bf16 in and out, fp32 accumulation:
+ *   A (G, M, K) row-major (K-major rows, as xr and h); B (G, K, N) row-major (N contiguous, as the
+ *   experts' weights); C (G, M, N) row-major.
+ *
+ * Tiles of 128 x 256, K in blocks of 64 in order: bitwise reproducible for a shape. Tile order
+ * within a group: bands of 16 M tiles, M fastest inside a band, so the blocks running at once
+ * share B panels (and A rows) in L2. TMA zero-fills past M, N and K, so any M works; N and K must
+ * be multiples of 8 (16-byte row pitch). Pointers: device, 16-byte aligned, C not overlapping A or
+ * B. sm_90a only: callers check mok_sm90_available() (mok.h). Asynchronous on `stream`.
+ */
+#ifndef MOKC_KERNELS_MOK_GEMM_SM90_H
+#define MOKC_KERNELS_MOK_GEMM_SM90_H
+
+#include <stddef.h>
+
+#include "../common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 if gemm_sm90_grouped takes this shape; otherwise 0 and *why names the dimension at fault. */
+int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why);
+
+/* Overwrites every element of C. Stops the job with a message for a shape gemm_sm90_shape_ok
+ * refuses or a misaligned pointer. */
+void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                       cudaStream_t stream);
+
+/* The kernel's pipeline waits are bounded (10 s): on expiry it fills a host-mapped record and
+ * traps, which surfaces at the next GPU call. Returns 1 and the record in buf when that happened
+ * on the current device, else 0. */
+int gemm_sm90_watchdog_report(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * The megakernel's Hopper tile as a grouped GEMM (kernels/mok/gemm_sm90.h) against the CPU's
+ * matmul, one group at a time: M and N that are not multiples of the 128 x 256 tile (TMA
+ * zero-fills past the edges; panels wholly past N are not loaded), K multiples of 8 but not of 64,
+ * more M tiles than one rasterisation band, more tiles than SMs (blocks take several tiles, the
+ * stage ring wraps mid-tile). The output starts poisoned (NaN), with a poisoned guard after it:
+ * every element must be written and nothing past the end; a second run gives the same bits.
+ * Skipped without an SM 9.0 GPU and a build for sm_90a.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/mok/gemm_sm90.h"
+#include "../../kernels/mok/mok.h"
+#include "cpu/ops.h"
+#include "gpu_test.h"
+
+#define GUARD 4096 /* poisoned elements after C */
+
+static void one_case(int G, int M, int N, int K) {
+    const long nA = (long)G * M * K, nB = (long)G * K * N, nC = (long)G * M * N;
+    float *A = gpu_rand_array(nA, 1.0f, 1), *B = gpu_rand_array(nB, 1.0f, 1);
+    float *ref = callocCheck((size_t)nC, sizeof(float)), *got = callocCheck((size_t)nC, sizeof(float));
+    for (int g = 0; g < G; g++)
+        matmul_nn(ref + (long)g * M * N, A + (long)g * M * K, B + (long)g * K * N, M, K, N, 0);
+    bf16_t *dA = gpu_upload_bf16(A, nA), *dB = gpu_upload_bf16(B, nB);
+    const size_t bytes = (size_t)(nC + GUARD) * sizeof(bf16_t);
+    bf16_t *dC = gpu_poisoned(bytes), *run[2];
+    for (int r = 0; r < 2; r++) {
+        if (r) cudaCheck(cudaMemset(dC, 0xff, bytes));
+        gemm_sm90_grouped(dC, dA, dB, G, M, N, K, 0);
+        run[r] = mallocCheck(bytes);
+        gpu_download(run[r], dC, bytes);
+    }
+    for (long i = 0; i < nC; i++) got[i] = host_from_bf16(run[0][i]);
+    long guard_hit = 0;
+    for (long i = nC; i < nC + GUARD; i++) guard_hit += run[0][i] != 0xffff;
+    const double err = rel_error_f(got, ref, nC);
+    const long nan = count_nan(got, nC);
+    CHECK_MSG(nan == 0 && err < 1e-2, "gemm_sm90 %d x (%d x %d x %d): relative error %.3g, %ld elements unwritten", G,
+              M, N, K, err, nan);
+    CHECK_MSG(guard_hit == 0, "gemm_sm90 %d x (%d x %d x %d): %ld elements written past C", G, M, N, K, guard_hit);
+    CHECK_MSG(memcmp(run[0], run[1], (size_t)nC * sizeof(bf16_t)) == 0, "gemm_sm90 %d x (%d x %d x %d): not bitwise "
+              "repeatable", G, M, N, K);
+    cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB)), cudaCheck(cudaFree(dC));
+    free(A), free(B), free(ref), free(got), free(run[0]), free(run[1]);
+}
+
+static void test_gemm_sm90_grouped(void) {
+    if (!gpu_test_begin()) return;
+    if (!mok_sm90_available()) {
+        test_skip("the mok Hopper tile needs an SM 9.0 GPU and a build for sm_90a");
+        return;
+    }
+    gpu_rng_seed(9);
+    /* groups, M, N, K */
+    const int shapes[][4] = {{1, 1, 8, 8},      {3, 200, 136, 72},  {2, 129, 264, 200},
+                             {2, 2100, 264, 64}, {40, 130, 520, 136}, {1, 300, 1000, 1096}};
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
+        one_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+}
+
+static void test_gemm_sm90_shapes(void) {
+    const char *why = NULL;
+    CHECK(gemm_sm90_shape_ok(64, 1024, 1536, 2048, &why) && why == NULL);
+    CHECK(!gemm_sm90_shape_ok(1, 128, 100, 64, &why) && strstr(why, "N must"));
+    CHECK(!gemm_sm90_shape_ok(1, 128, 256, 60, &why) && strstr(why, "K must"));
+    CHECK(!gemm_sm90_shape_ok(0, 128, 256, 64, &why) && strstr(why, "at least 1"));
+    CHECK(!gemm_sm90_shape_ok(1 << 20, 1 << 20, 1 << 20, 64, &why) && strstr(why, "2^31"));
+}
+
+TEST_SUITE(gpu_gemm_sm90, TEST_CASE(test_gemm_sm90_grouped), TEST_CASE(test_gemm_sm90_shapes));
