@@ -58,6 +58,7 @@ struct GpuModel {
     cudaEvent_t reduce_done;
     /* parameters, gradients, optimizer (flat, the table's layout) */
     float *params, *grads, *adam_m, *adam_v;
+    int experts_unwritten;        /* the next MoE backward writes the routed experts' gradients */
     bf16_t *params_bf16;
     float *expert_bias;           /* (L, E) */
     /* inputs */
@@ -316,7 +317,16 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias) {
 }
 
 void gpu_model_zero_grads(GpuModel *g) {
-    cudaCheck(cudaMemsetAsync(g->grads, 0, g->t->total * sizeof(float), g->stream));
+    /* runs of tensors in offset order, cut at the routed experts' (at Kimi-like sizes the bulk) */
+    size_t start = 0;
+    for (int i = 0; i <= g->t->count; i++) {
+        const ParamInfo *p = i < g->t->count ? &g->t->items[i] : NULL;
+        const size_t end = p ? p->offset : g->t->total;
+        if (p && p->kind != PARAM_EXPERT) continue;
+        if (end > start) cudaCheck(cudaMemsetAsync(g->grads + start, 0, (end - start) * sizeof(float), g->stream));
+        if (p) start = p->offset + p->numel;
+    }
+    g->experts_unwritten = 1;
 }
 
 /* ---------- forward ---------- */
@@ -330,7 +340,7 @@ static MoeGpuWeights moe_weights(const GpuModel *g, const LayerOffsets *o) {
 
 static MoeGpuGrads moe_grads(GpuModel *g, const LayerOffsets *o) {
     MoeGpuGrads w = {.router = G32(o->router), .w_gate = G32(o->e_gate), .w_up = G32(o->e_up),
-                     .w_down = G32(o->e_down)};
+                     .w_down = G32(o->e_down), .overwrite_experts = g->experts_unwritten};
     if (g->d->S > 0) w.shared_gate = G32(o->s_gate), w.shared_up = G32(o->s_up), w.shared_down = G32(o->s_down);
     return w;
 }
@@ -543,6 +553,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     gpu_embedding_backward(G32(g->t->tok_emb), g->dres, g->emb_order, g->emb_start, g->emb_id, g->emb_buckets, d->C,
                            s);
     if (last) reduce_layer(g, -1, g->layer_done[d->L]);
+    g->experts_unwritten = 0;
     /* The host arrays of the bucketing are reused by the next micro-batch: wait for the copies. */
     cudaCheck(cudaStreamSynchronize(s));
     return loss;

@@ -42,10 +42,13 @@ void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v);
 /* The expert-selection biases (L, E), host fp32. */
 void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
 
+/* Starts a step's gradients: zeroes every tensor but the routed experts', which the next
+ * micro-batch's MoE backward writes instead of adding to (MoeGpuGrads.overwrite_experts). */
 void gpu_model_zero_grads(GpuModel *g);
 /* The fp32 gradients to the host (tests, diagnostics). */
 void gpu_model_download_grads(GpuModel *g, float *grads);
 /* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients
+ * (the routed experts': writing, in the first micro-batch after gpu_model_zero_grads)
  * the gradient of dloss * (mean cross-entropy + aux_coef * aux) averaged over the ranks. On the
  * last micro-batch of a step (`last`) it starts the gradient all-reduce as layers finish.
  * Returns this rank's mean cross-entropy; *aux = the sum of the layers' aux losses; load (L, E)
