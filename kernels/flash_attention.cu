@@ -19,6 +19,9 @@
  *             next Q / dO / lse / delta tile while computing this one.
  *  dQ         one block per (query block of 64 rows, batch x query head); 4 warps, 16 rows each;
  *             loops over the key blocks of 64 up to the diagonal: dQ += dS K.
+ *             On an H100/H200 with an sm_90a build, D = 64 and 128 run the wgmma backward of
+ *             flash_attention_bwd_sm90.cu after delta instead of these two kernels (one pass, dQ
+ *             summed in a fixed order: flash_attention_backward_kernel).
  * Causal: the blocks with no visible (t, u) are never loaded; a warp whose rows see none of a
  * block skips its mma (its results would be exact zeros: skipping changes no bit).
  */
@@ -563,11 +566,17 @@ void forward(const Args &a, int B, cudaStream_t stream) {
     cudaCheckLaunch();
 }
 
+/* delta = rowsum(dout * out), for either backward. */
 template <int D>
-void backward(const Args &a, int B, cudaStream_t stream) {
+void delta(const Args &a, int B, cudaStream_t stream) {
     const long items = (long)B * a.T * a.Hq;
     flash_delta_kernel<D><<<grid_for(items * (D / 8), kDeltaThreads), kDeltaThreads, 0, stream>>>(a, items);
     cudaCheckLaunch();
+}
+
+/* The mma.sync backward after delta: dK/dV, then dQ. */
+template <int D>
+void backward(const Args &a, int B, cudaStream_t stream) {
     const dim3 kv_grid(B * (a.Hq / a.group), (a.T + kKvBN - 1) / kKvBN);
     set_smem(flash_bwd_dkdv_kernel<D>, kv_smem_bytes<D>());
     flash_bwd_dkdv_kernel<D><<<kv_grid, kKvThreads, kv_smem_bytes<D>(), stream>>>(a);
@@ -578,20 +587,38 @@ void backward(const Args &a, int B, cudaStream_t stream) {
     cudaCheckLaunch();
 }
 
+/* The kernel an env variable (MOKC_FLASH_FWD / MOKC_FLASH_BWD) picks: unset or empty, wgmma where
+ * it runs (`wgmma`), else mma; "wgmma" where it does not run stops the run. */
+const char *pick_kernel(const char *var, bool wgmma, const char *dims, int D) {
+    const char *env = getenv(var);
+    if (!env || !env[0]) return wgmma ? "wgmma" : "mma";
+    if (!strcmp(env, "mma")) return "mma";
+    if (!strcmp(env, "wgmma") && wgmma) return "wgmma";
+    char what[224];
+    snprintf(what, sizeof what,
+             "%s='%s': use mma, or wgmma (head dim %s, an sm_90a build on an H100/H200; here D = %d)", var, env, dims,
+             D);
+    mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
+    return "mma";
+}
+
+size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
+
 } // namespace
 
 extern "C" int flash_attention_supported(int D) { return D == 16 || D == 32 || D == 64 || D == 128; }
 
 extern "C" const char *flash_attention_forward_kernel(int D) {
-    const bool wgmma = D == 128 && flash_attention_sm90_available();
-    const char *env = getenv("MOKC_FLASH_FWD");
-    if (!env || !env[0]) return wgmma ? "wgmma" : "mma";
-    if (!strcmp(env, "mma") || (!strcmp(env, "wgmma") && wgmma)) return env;
-    char what[192];
-    snprintf(what, sizeof what, "MOKC_FLASH_FWD='%s': use mma, or wgmma (head dim 128, an sm_90a build on an H100/H200; "
-             "here D = %d)", env, D);
-    mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
-    return "mma";
+    return pick_kernel("MOKC_FLASH_FWD", D == 128 && flash_attention_sm90_available(), "128", D);
+}
+
+extern "C" const char *flash_attention_backward_kernel(int D) {
+    return pick_kernel("MOKC_FLASH_BWD", (D == 64 || D == 128) && flash_attention_sm90_available(), "64 or 128", D);
+}
+
+extern "C" size_t flash_attention_backward_workspace_bytes(int B, int T, int Hq, int D) {
+    if (B <= 0 || T <= 0 || Hq <= 0) return 0;
+    return round256((size_t)B * Hq * T * sizeof(float)) + flash_attention_backward_sm90_bytes(B, T, Hq, D);
 }
 
 extern "C" void flash_attention_forward(bf16_t *out, float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v,
@@ -613,7 +640,7 @@ extern "C" void flash_attention_forward(bf16_t *out, float *lse, const bf16_t *q
     }
 }
 
-extern "C" void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, float *delta, const bf16_t *dout,
+extern "C" void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const bf16_t *dout,
                                          const bf16_t *out, const float *lse, const bf16_t *q, const bf16_t *k,
                                          const bf16_t *v, int B, int T, int Hq, int Hkv, int D, cudaStream_t stream) {
     check_shape("flash_attention_backward", T, D);
@@ -623,7 +650,18 @@ extern "C" void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, flo
     a.v = reinterpret_cast<const bf16 *>(v), a.fwd_out = reinterpret_cast<const bf16 *>(out);
     a.dout = reinterpret_cast<const bf16 *>(dout), a.dq = reinterpret_cast<bf16 *>(dq);
     a.dk = reinterpret_cast<bf16 *>(dk), a.dv = reinterpret_cast<bf16 *>(dv);
-    a.lse = lse, a.delta = delta;
+    a.lse = lse, a.delta = static_cast<float *>(work);
+    switch (D) {
+    case 16: delta<16>(a, B, stream); break;
+    case 32: delta<32>(a, B, stream); break;
+    case 64: delta<64>(a, B, stream); break;
+    default: delta<128>(a, B, stream); break;
+    }
+    if (!strcmp(flash_attention_backward_kernel(D), "wgmma")) {
+        void *rest = static_cast<char *>(work) + round256((size_t)B * Hq * T * sizeof(float));
+        flash_attention_backward_sm90(dq, dk, dv, rest, a.delta, dout, lse, q, k, v, B, T, Hq, Hkv, D, stream);
+        return;
+    }
     switch (D) {
     case 16: backward<16>(a, B, stream); break;
     case 32: backward<32>(a, B, stream); break;

@@ -12,11 +12,14 @@
  * scale folded into log2 e), fully masked key blocks never visited; lse[t] = log(sum_u exp(s_tu *
  * scale)) (natural log) saved for the backward. Two kernels (flash_attention_forward_kernel):
  * mma.sync (flash_attention.cu) and, for D = 128 on Hopper, wgmma + TMA (flash_attention_sm90.cu).
- * Backward: delta[t] = rowsum(dout * out) (fp32, from the bf16 out); then one kernel per kv block
- * computes dK and dV (the probabilities recomputed from lse, summed over the group's query heads
- * and the query blocks in a fixed order, written once) and one per query block computes dQ.
- * bf16 into every mma, fp32 accumulation, no atomics: bitwise reproducible for a fixed GPU,
- * toolkit and shape.
+ * Backward: delta[t] = rowsum(dout * out) (fp32, from the bf16 out); then two kernels
+ * (flash_attention_backward_kernel): mma.sync (flash_attention.cu: one kernel per kv block computes
+ * dK and dV, the probabilities recomputed from lse, summed over the group's query heads and the
+ * query blocks in a fixed order, written once; one per query block computes dQ) and, for D = 64
+ * and 128 on Hopper, wgmma + TMA (flash_attention_bwd_sm90.cu: one pass per kv block; each kv
+ * block's fp32 dQ partial is added into a workspace sum in kv block order, ordered by integer
+ * counters). bf16 into every mma, fp32 accumulation, no floating-point atomics: bitwise
+ * reproducible for a fixed GPU, toolkit, kernel choice and shape.
  *
  * Supported head dims: 16, 32, 64, 128 (flash_attention_supported); any T >= 1 (tails masked).
  * Pointers: device, 16-byte aligned (cudaMalloc gives 256), outputs not overlapping inputs.
@@ -24,6 +27,8 @@
  */
 #ifndef MOKC_KERNELS_FLASH_ATTENTION_H
 #define MOKC_KERNELS_FLASH_ATTENTION_H
+
+#include <stddef.h>
 
 #include "common.h"
 
@@ -48,9 +53,23 @@ const char *flash_attention_forward_kernel(int D);
 void flash_attention_forward(bf16_t *out, float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v, int B, int T,
                              int Hq, int Hkv, int D, cudaStream_t stream);
 
-/* Overwrites dq, dk and dv (NOT accumulated) and the scratch delta ((B, Hq, T) fp32). out and lse
- * are the forward's for these q, k, v. */
-void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, float *delta, const bf16_t *dout, const bf16_t *out,
+/* The backward's kernel for head dim D: "wgmma" (flash_attention_bwd_sm90.cu: TMA + wgmma,
+ * warp-specialised, dQ summed in a fixed order; D = 64 or 128 where the wgmma forward runs) or
+ * "mma" (mma.sync, every supported D). MOKC_FLASH_BWD=mma|wgmma overrides; wgmma where it does
+ * not run stops the run with an error. */
+const char *flash_attention_backward_kernel(int D);
+
+/* Device bytes of the backward's scratch for this shape: delta ((B, Hq, T) fp32, rounded up to
+ * 256) and, for D = 64 and 128, the wgmma kernel's counters and fp32 dQ partial sums
+ * (4 * (1 + B*Hq*NQ) rounded up to 256, + B*Hq*NQ*64*D*4, NQ = ceil(T / 64)). Depends on the shape
+ * only (not on the GPU or MOKC_FLASH_BWD), so one size serves either kernel. */
+size_t flash_attention_backward_workspace_bytes(int B, int T, int Hq, int D);
+
+/* Overwrites dq, dk and dv (NOT accumulated) with the kernel flash_attention_backward_kernel
+ * names, and the scratch `work` (256-byte aligned, flash_attention_backward_workspace_bytes; its
+ * contents need no initialisation and are not kept). out and lse are the forward's for these q,
+ * k, v. */
+void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const bf16_t *dout, const bf16_t *out,
                               const float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v, int B, int T,
                               int Hq, int Hkv, int D, cudaStream_t stream);
 
@@ -59,6 +78,14 @@ void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, float *delta, 
 int flash_attention_sm90_available(void);
 void flash_attention_forward_sm90(bf16_t *out, float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v, int B,
                                   int T, int Hq, int Hkv, cudaStream_t stream);
+
+/* The wgmma backward (flash_attention_bwd_sm90.cu), for flash_attention_backward (D = 64, 128;
+ * runs where flash_attention_sm90_available): the bytes of its part of the scratch (0 for other
+ * D), and the launch, given delta (already computed) and that part (`work`). */
+size_t flash_attention_backward_sm90_bytes(int B, int T, int Hq, int D);
+void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const float *delta,
+                                   const bf16_t *dout, const float *lse, const bf16_t *q, const bf16_t *k,
+                                   const bf16_t *v, int B, int T, int Hq, int Hkv, int D, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@
 #include <stdio.h>
 
 #include "device_util.cuh"
-#include "mok/tile_wgmma.cuh"
+#include "flash_sm90.cuh"
 
 namespace {
 
@@ -58,58 +58,6 @@ struct Bars {
 
 constexpr float kLn2 = 0.6931471805599453f;
 
-// ---- wgmma m64n128k16, bf16 in, fp32 accumulators: d[4i + e] is row 16*(warp % 4) + lane/4 +
-// 8*(e >= 2), column 8i + 2*(lane % 4) + (e & 1), i < 16 (tile_wgmma.cuh) ----
-
-#define FA_D64                                                                                                         \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                          \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                 \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define FA_D64_OPERANDS                                                                                                \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),        \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),         \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),        \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),        \
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),        \
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),        \
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),        \
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-/* d (+)= A (64 x 16, K-major, desc a) B (16 x 128, K-major: N rows of K, desc b); scale_d = 0
- * overwrites. */
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : FA_D64_OPERANDS
-                 : "l"(a), "l"(b), "r"(scale_d));
-}
-
-/* d += A (64 x 16 in registers: the mma.sync A fragment layout per warp) B (16 x 128, N-major,
- * desc b). */
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FA_D64
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-                 : FA_D64_OPERANDS
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-}
-
-/* Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma. */
-__device__ __forceinline__ void fence_acc(float (&d)[64]) {
-#pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* Waits for the phase of `parity` of a pipeline barrier. A lost TMA load (a bug, never a slow
- * one) traps after about 2^35 cycles instead of hanging the GPU. */
-__device__ __forceinline__ void wait_bar(uint64_t *bar, unsigned parity) {
-    if (mok_mbar_try_wait(bar, parity)) return;
-    const long long t0 = clock64();
-    while (!mok_mbar_try_wait(bar, parity))
-        if (clock64() - t0 > (1ll << 35)) __trap();
-}
-
 #endif
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -137,7 +85,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int c = 0; c < 2; c++) mok_tma_load_2d(sQ + c * kBox, &maps.q, &bars->q, h * kD + 64 * c, row0 + q0);
         for (int j = 0; j < n_kb; j++) {
             const int s = j % kStages;
-            wait_bar(&bars->empty[s], ((j / kStages) & 1) ^ 1u); /* the first lap passes at once */
+            flash_wait_bar(&bars->empty[s], ((j / kStages) & 1) ^ 1u); /* the first lap passes at once */
             mok_mbar_arrive_expect_tx(&bars->full[s], 2 * kTile);
             for (int c = 0; c < 2; c++) {
                 const int col = kvh * kD + 64 * c, row = row0 + j * kBN;
@@ -154,21 +102,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) o[i] = 0.f;
     const uint64_t dq = mok_wgmma_desc(sQ + w * 64 * 128, 16, 1024);
-    wait_bar(&bars->q, 0);
+    flash_wait_bar(&bars->q, 0);
     for (int j = 0; j < n_kb; j++) {
         const int s = j % kStages, k0 = j * kBN;
-        wait_bar(&bars->full[s], (j / kStages) & 1);
+        flash_wait_bar(&bars->full[s], (j / kStages) & 1);
         float sc[64];
         const uint64_t dk = mok_wgmma_desc(sK + s * kTile, 16, 1024);
         mok_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kD / 16; kk++) { /* box kk / 4, 32 bytes per 16 columns inside it */
             const uint64_t off = (kk / 4) * (kBox >> 4) + 2 * (kk % 4);
-            wgmma_ss(sc, dq + off, dk + off, kk > 0);
+            flash_wgmma_ss<0, 0>(sc, dq + off, dk + off, kk > 0);
         }
         mok_wgmma_commit();
         mok_wgmma_wait<0>();
-        fence_acc(sc);
+        flash_fence_acc(sc);
 
         const bool mask = k0 + kBN - 1 > q0 + 64 * w || k0 + kBN > T;
 #pragma unroll
@@ -210,10 +158,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint64_t dv = mok_wgmma_desc(sV + s * kTile, kBox, 1024);
         mok_wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < kBN / 16; k++) wgmma_rs(o, pa[k], dv + k * (16 * 128 >> 4)); /* 16 key lines */
+        for (int k = 0; k < kBN / 16; k++) flash_wgmma_rs<1>(o, pa[k], dv + k * (16 * 128 >> 4), 1); /* 16 key lines */
         mok_wgmma_commit();
         mok_wgmma_wait<0>();
-        fence_acc(o);
+        flash_fence_acc(o);
         mok_mbar_arrive(&bars->empty[s]);
     }
 

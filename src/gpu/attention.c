@@ -31,7 +31,7 @@
 struct AttentionWorkspace {
     AttnImpl impl;
     int B, T, Hq, Hkv, D, group;
-    float *delta;  /* flash: (B, Hq, T) fp32 rowsum(dout * out) */
+    void *flash;   /* flash: the backward's scratch (flash_attention_backward_workspace_bytes) */
     int tb, nb;    /* cuBLAS: causal block: rows per block, number of blocks */
     float *scores; /* (B, Hq, T, T) fp32: scores; in the backward dP, then dS as bf16 with ld 2T */
     float *heads;  /* (B, Hq, T, D) fp32 per-query-head dK / dV; NULL when group == 1 */
@@ -74,7 +74,7 @@ static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 static void part_bytes(AttnImpl impl, int B, int T, int Hq, int Hkv, int D, size_t part[3]) {
     size_t z = (size_t)B * Hq;
     if (impl == ATTN_FLASH) {
-        part[0] = round256(z * T * sizeof(float));
+        part[0] = round256(flash_attention_backward_workspace_bytes(B, T, Hq, D));
         part[1] = part[2] = 0;
         return;
     }
@@ -110,7 +110,7 @@ AttentionWorkspace *attention_workspace_create_at(AttnImpl impl, void *mem, size
     ws->B = B, ws->T = T, ws->Hq = Hq, ws->Hkv = Hkv, ws->D = D, ws->group = Hq / Hkv;
     char *base = mem;
     if (impl == ATTN_FLASH) {
-        ws->delta = (float *)base;
+        ws->flash = base;
         return ws;
     }
     ws->tb = block_rows(T);
@@ -279,7 +279,7 @@ void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_
                             const bf16_t *dout, const bf16_t *out, const void *saved, const bf16_t *q,
                             const bf16_t *k, const bf16_t *v, cudaStream_t stream) {
     if (ws->impl == ATTN_FLASH)
-        flash_attention_backward(dq, dk, dv, ws->delta, dout, out, saved, q, k, v, ws->B, ws->T, ws->Hq, ws->Hkv,
+        flash_attention_backward(dq, dk, dv, ws->flash, dout, out, saved, q, k, v, ws->B, ws->T, ws->Hq, ws->Hkv,
                                  ws->D, stream);
     else
         cublas_backward(cublas, ws, dq, dk, dv, dout, saved, q, k, v, stream);

@@ -21,9 +21,10 @@ static const char *attn_help =
     "                       [--head-dim 128] [--seq 4096] [--iters 20] [--warmup 5] [--seed S]\n"
     "\n"
     "Times causal grouped-query attention on GPU 0, forward and backward, median of --iters after\n"
-    "--warmup: the flash kernels and the cuBLAS + softmax path. TFLOP/s count the causal half of the\n"
-    "products: forward 2*B*Hq*T^2*D, backward 2.5x that. Prints a JSON line per implementation and a\n"
-    "table; with both, the flash outputs' relative error against cuBLAS (> 1e-2 fails the run).\n"
+    "--warmup: the flash kernels (MOKC_FLASH_FWD, MOKC_FLASH_BWD = mma|wgmma pick them) and the\n"
+    "cuBLAS + softmax path. TFLOP/s count the causal half of the products: forward 2*B*Hq*T^2*D,\n"
+    "backward 2.5x that. Prints a JSON line per implementation and a table; with both, the flash\n"
+    "outputs' relative error against cuBLAS (> 1e-2 fails the run).\n"
     "example: ./mokc bench attn --seq 8192 --batch 2\n";
 
 typedef struct {
@@ -90,9 +91,13 @@ typedef struct {
     double fwd_ms, bwd_ms;
 } Run;
 
-/* The forward's kernel: flash's (flash_attention_forward_kernel), or "cublas". */
+/* The forward's and the backward's kernels: flash's (flash_attention_forward_kernel,
+ * flash_attention_backward_kernel), or "cublas". */
 static const char *fwd_kernel(AttnImpl impl, int D) {
     return impl == ATTN_FLASH ? flash_attention_forward_kernel(D) : "cublas";
+}
+static const char *bwd_kernel(AttnImpl impl, int D) {
+    return impl == ATTN_FLASH ? flash_attention_backward_kernel(D) : "cublas";
 }
 
 static bf16_t *dev_alloc(long n) {
@@ -196,20 +201,21 @@ int cmd_bench_attn(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         Run *r = &runs[i];
         time_run(r, &a, &in, blas, s);
-        printf("{\"bench\": \"attn\", \"impl\": \"%s\", \"fwd_kernel\": \"%s\", \"B\": %d, \"T\": %d, \"Hq\": %d, "
-               "\"Hkv\": %d, \"D\": %d, \"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, "
-               "\"bwd_tflops\": %.1f, \"saved_mib\": %.1f, \"work_mib\": %.1f}\n",
-               attention_impl_name(r->impl), fwd_kernel(r->impl, a.D), a.B, a.T, a.Hq, a.Hkv, a.D, a.iters, r->fwd_ms,
-               r->bwd_ms, fwd_flop / (r->fwd_ms * 1e9), bwd_flop / (r->bwd_ms * 1e9), r->saved_bytes / 1048576.0,
-               r->work_bytes / 1048576.0);
+        printf("{\"bench\": \"attn\", \"impl\": \"%s\", \"fwd_kernel\": \"%s\", \"bwd_kernel\": \"%s\", \"B\": %d, "
+               "\"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
+               "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"saved_mib\": %.1f, \"work_mib\": %.1f}\n",
+               attention_impl_name(r->impl), fwd_kernel(r->impl, a.D), bwd_kernel(r->impl, a.D), a.B, a.T, a.Hq, a.Hkv,
+               a.D, a.iters, r->fwd_ms, r->bwd_ms, fwd_flop / (r->fwd_ms * 1e9), bwd_flop / (r->bwd_ms * 1e9),
+               r->saved_bytes / 1048576.0, r->work_bytes / 1048576.0);
         fflush(stdout);
     }
-    printf("\n%-8s %-8s %9s %12s %9s %12s %11s %14s\n", "impl", "fwd", "fwd ms", "fwd TFLOP/s", "bwd ms", "bwd TFLOP/s",
-           "saved MiB", "workspace MiB");
+    printf("\n%-8s %-8s %-8s %9s %12s %9s %12s %11s %14s\n", "impl", "fwd", "bwd", "fwd ms", "fwd TFLOP/s", "bwd ms",
+           "bwd TFLOP/s", "saved MiB", "workspace MiB");
     for (int i = 0; i < n; i++)
-        printf("%-8s %-8s %9.3f %12.1f %9.3f %12.1f %11.1f %14.1f\n", attention_impl_name(runs[i].impl),
-               fwd_kernel(runs[i].impl, a.D), runs[i].fwd_ms, fwd_flop / (runs[i].fwd_ms * 1e9), runs[i].bwd_ms,
-               bwd_flop / (runs[i].bwd_ms * 1e9), runs[i].saved_bytes / 1048576.0, runs[i].work_bytes / 1048576.0);
+        printf("%-8s %-8s %-8s %9.3f %12.1f %9.3f %12.1f %11.1f %14.1f\n", attention_impl_name(runs[i].impl),
+               fwd_kernel(runs[i].impl, a.D), bwd_kernel(runs[i].impl, a.D), runs[i].fwd_ms,
+               fwd_flop / (runs[i].fwd_ms * 1e9), runs[i].bwd_ms, bwd_flop / (runs[i].bwd_ms * 1e9),
+               runs[i].saved_bytes / 1048576.0, runs[i].work_bytes / 1048576.0);
     if (n == 2) {
         const double tol = 1e-2;
         const double err[4] = {

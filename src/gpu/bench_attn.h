@@ -9,6 +9,7 @@
  * --iters (>= 1) after --warmup. FLOPs (causal: half of the full products): forward
  * 2 * B * Hq * T^2 * D, backward 2.5x that. Prints one JSON line per implementation (bench, impl,
  * fwd_kernel: flash's forward kernel, "wgmma" or "mma" (MOKC_FLASH_FWD picks one), or "cublas";
+ * bwd_kernel: flash's backward kernel, "wgmma" or "mma" (MOKC_FLASH_BWD picks one), or "cublas";
  * B, T, Hq, Hkv, D, iters, fwd_ms, bwd_ms, fwd_tflops, bwd_tflops, saved_mib: the state a forward
  * keeps for its backward, work_mib: the workspace) and a table. With both implementations, also
  * the relative error of the flash outputs (out, dq, dk, dv) against the cuBLAS ones; above 1e-2,

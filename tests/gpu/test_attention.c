@@ -1,6 +1,7 @@
 /*
  * GPU causal grouped-query attention (kernels/attention.h), both implementations (flash, with each
- * forward kernel that runs here: wgmma and mma.sync on an H100/H200 at D = 128; and cuBLAS),
+ * forward and each backward kernel that runs here: wgmma and mma.sync on an H100/H200, forward at
+ * D = 128, backward at D = 64 and 128; and cuBLAS),
  * against the CPU reference attention_forward/attention_backward (src/cpu/ops.c), which gets the
  * same bf16-rounded q, k, v and dout: out, dq, dk, dv within 1e-2 relative, the saved state too
  * (flash: the log-sum-exps; cuBLAS: the probabilities); every output element written (NaN
@@ -28,38 +29,54 @@ typedef struct {
     int B, T, Hq, Hkv, D;
 } AttShape;
 
-/* One way to run attention: the implementation and, for flash, the forward kernel (the value of
- * MOKC_FLASH_FWD; NULL: unset, the default kernel). */
+/* One way to run attention: the implementation and, for flash, the forward and backward kernels
+ * (the values of MOKC_FLASH_FWD and MOKC_FLASH_BWD; NULL: unset, the default kernel). */
 typedef struct {
     AttnImpl impl;
-    const char *fwd;
-    char name[32];
+    const char *fwd, *bwd;
+    char name[40];
 } Variant;
 
-/* Every variant that runs here for head dim D: flash with its default forward kernel, flash with
- * mma.sync when that is not the default, cuBLAS. Returns how many (at most 3). */
-static int variants(Variant v[3], int D) {
+#define MAX_VARIANTS 4
+
+/* Every variant that runs here for head dim D: flash with its default kernels ("flash(fwd/bwd)"),
+ * flash with the mma.sync backward when that is not the default, flash with both mma.sync when
+ * the forward's default is not, cuBLAS. Returns how many (at most MAX_VARIANTS). */
+static int variants(Variant v[MAX_VARIANTS], int D) {
     unsetenv("MOKC_FLASH_FWD");
-    const char *dflt = flash_attention_forward_kernel(D);
+    unsetenv("MOKC_FLASH_BWD");
+    const char *fwd = flash_attention_forward_kernel(D), *bwd = flash_attention_backward_kernel(D);
     int n = 0;
-    v[n] = (Variant){ATTN_FLASH, NULL, ""};
-    snprintf(v[n++].name, sizeof v->name, "flash(%s)", dflt);
-    if (strcmp(dflt, "mma")) v[n++] = (Variant){ATTN_FLASH, "mma", "flash(mma)"};
-    v[n++] = (Variant){ATTN_CUBLAS, NULL, "cublas"};
+    v[n] = (Variant){ATTN_FLASH, NULL, NULL, ""};
+    snprintf(v[n++].name, sizeof v->name, "flash(%s/%s)", fwd, bwd);
+    if (strcmp(bwd, "mma")) {
+        v[n] = (Variant){ATTN_FLASH, NULL, "mma", ""};
+        snprintf(v[n++].name, sizeof v->name, "flash(%s/mma)", fwd);
+    }
+    if (strcmp(fwd, "mma")) v[n++] = (Variant){ATTN_FLASH, "mma", "mma", "flash(mma/mma)"};
+    v[n++] = (Variant){ATTN_CUBLAS, NULL, NULL, "cublas"};
     return n;
 }
 static void variant_select(const Variant *v) {
     if (v->fwd) setenv("MOKC_FLASH_FWD", v->fwd, 1);
     else unsetenv("MOKC_FLASH_FWD");
+    if (v->bwd) setenv("MOKC_FLASH_BWD", v->bwd, 1);
+    else unsetenv("MOKC_FLASH_BWD");
 }
 
-/* T = 1, 127, 128, 4097 with head dims 64 and 128 and GQA ratios 1, 4, 8; T = 257 crosses the
- * flash kernels' blocks (128-row query and kv blocks, 32- and 64-row key blocks) with a one-row
- * tail; D = 16 and 32 are the other head dims the flash kernels are built for (the small models'). */
+/* Every T of 1, 127, 128, 4097 with every GQA ratio of 1, 4, 8, at head dims 128 and 64 (the
+ * wgmma backward's: 64-row query blocks, 128-row kv blocks; T = 4097 is a chain of 33 kv blocks
+ * adding into each dQ); T = 257 crosses the flash kernels' blocks (128-row query and kv blocks,
+ * 32- and 64-row key blocks) with a one-row tail; D = 16 and 32 are the other head dims the flash
+ * kernels are built for (the small models'). Few heads at T = 4097: the CPU reference is O(T^2). */
 static const AttShape shapes[] = {
-    {2, 1, 8, 8, 64},   {3, 1, 8, 1, 128},    {2, 127, 8, 2, 128},  {1, 127, 8, 8, 64},
-    {2, 128, 8, 1, 64}, {2, 128, 16, 4, 128}, {1, 257, 16, 2, 128}, {2, 257, 8, 2, 64},
-    {2, 24, 4, 2, 16},  {1, 130, 4, 1, 32},   {1, 4097, 8, 1, 128}, {1, 4097, 4, 4, 64},
+    {3, 1, 8, 8, 128},     {2, 1, 8, 2, 128},    {3, 1, 8, 1, 128},    {2, 127, 8, 8, 128},
+    {2, 127, 8, 2, 128},   {1, 127, 8, 1, 128},  {2, 128, 4, 4, 128},  {2, 128, 16, 4, 128},
+    {2, 128, 8, 1, 128},   {1, 4097, 2, 2, 128}, {1, 4097, 4, 1, 128}, {1, 4097, 8, 1, 128},
+    {2, 1, 8, 8, 64},      {2, 1, 4, 1, 64},     {1, 1, 8, 1, 64},     {1, 127, 8, 8, 64},
+    {2, 127, 8, 2, 64},    {1, 127, 8, 1, 64},   {2, 128, 8, 8, 64},   {2, 128, 8, 2, 64},
+    {2, 128, 8, 1, 64},    {1, 4097, 4, 4, 64},  {1, 4097, 4, 1, 64},  {1, 4097, 8, 1, 64},
+    {1, 257, 16, 2, 128},  {2, 257, 8, 2, 64},   {2, 24, 4, 2, 16},    {1, 130, 4, 1, 32},
 };
 #define N_SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
@@ -274,22 +291,27 @@ static void check_lse(const char *name, const AttShape *s, const float *gpu, con
 typedef struct {
     cublasHandle_t cublas;
     cudaStream_t stream;
-    char *fwd_env; /* MOKC_FLASH_FWD as the test found it (restored at the end), or NULL */
+    char *fwd_env, *bwd_env; /* MOKC_FLASH_FWD / _BWD as the test found them (restored at the end), or NULL */
 } AttEnv;
 
 static void env_init(AttEnv *e) {
     cublasCheck(cublasCreate(&e->cublas));
     cudaCheck(cudaStreamCreate(&e->stream));
     cublasCheck(cublasSetStream(e->cublas, e->stream));
-    const char *env = getenv("MOKC_FLASH_FWD");
-    e->fwd_env = env ? strdup(env) : NULL;
+    const char *fwd = getenv("MOKC_FLASH_FWD"), *bwd = getenv("MOKC_FLASH_BWD");
+    e->fwd_env = fwd ? strdup(fwd) : NULL;
+    e->bwd_env = bwd ? strdup(bwd) : NULL;
+}
+static void env_restore(const char *name, char *value) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+    free(value);
 }
 static void env_free(AttEnv *e) {
     cudaCheck(cudaStreamDestroy(e->stream));
     cublasCheck(cublasDestroy(e->cublas));
-    if (e->fwd_env) setenv("MOKC_FLASH_FWD", e->fwd_env, 1);
-    else unsetenv("MOKC_FLASH_FWD");
-    free(e->fwd_env);
+    env_restore("MOKC_FLASH_FWD", e->fwd_env);
+    env_restore("MOKC_FLASH_BWD", e->bwd_env);
 }
 
 /* Forward and backward of every variant against one CPU reference per shape. */
@@ -303,7 +325,7 @@ static void test_attention_matches_cpu(void) {
         case_init(&c, s, 1000 + i);
         AttRef ref;
         ref_compute(&ref, &c);
-        Variant vs[3];
+        Variant vs[MAX_VARIANTS];
         const int nv = variants(vs, s.D);
         for (int m = 0; m < nv; m++) {
             const AttnImpl impl = vs[m].impl;
@@ -338,10 +360,12 @@ static void test_attention_bitwise_run_to_run(void) {
     if (!gpu_test_begin()) return;
     AttEnv env;
     env_init(&env);
-    const AttShape cases[] = {{1, 257, 8, 2, 128}, {2, 128, 8, 1, 64}, {2, 130, 8, 8, 64}, {1, 1031, 16, 4, 128}};
+    /* the last: 16 kv blocks adding into each late dQ block, a chain the CPU reference would be slow for */
+    const AttShape cases[] = {{1, 257, 8, 2, 128}, {2, 128, 8, 1, 64}, {2, 130, 8, 8, 64}, {1, 1031, 16, 4, 128},
+                              {2, 2048, 8, 1, 128}};
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         const AttShape s = cases[i];
-        Variant vs[3];
+        Variant vs[MAX_VARIANTS];
         const int nv = variants(vs, s.D);
         for (int m = 0; m < nv; m++) {
             const AttnImpl impl = vs[m].impl;
@@ -406,7 +430,7 @@ static void test_attention_causal(void) {
     const AttShape cases[] = {{2, 257, 8, 2, 64}, {1, 128, 16, 4, 128}, {1, 300, 8, 1, 128}};
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         const AttShape s = cases[i];
-        Variant vs[3];
+        Variant vs[MAX_VARIANTS];
         const int nv = variants(vs, s.D);
         for (int m = 0; m < nv; m++) {
             const AttnImpl impl = vs[m].impl;
@@ -470,10 +494,15 @@ static void test_attention_workspace_bytes(void) {
     /* MHA has no per-head scratch; T = 7 is one block; the table rounds up to 256 bytes. */
     size_t mha = (size_t)2 * 8 * 7 * 7 * 4; /* 3136 -> 3328 */
     CHECK_EQ_INT(attention_workspace_bytes(ATTN_CUBLAS, 2, 7, 8, 8, 64), ((mha + 255) / 256) * 256 + 1536);
-    /* flash: nothing of size T x T, at T = 8192 too: one fp32 per (b, h, t) saved, one in the workspace. */
-    CHECK_EQ_INT(attention_workspace_bytes(ATTN_FLASH, 4, 8192, 16, 4, 128), z * 8192 * 4);
+    /* flash: nothing of size T x T, at T = 8192 too: one fp32 per (b, h, t) saved; the workspace
+     * holds delta (one fp32 per (b, h, t)) and, for the wgmma backward (D = 64, 128), a counter per
+     * 64-row query block (and the ticket) and the fp32 dQ sums of whole 64-row blocks. */
+    size_t nq = 8192 / 64, ctr = ((1 + z * nq) * 4 + 255) / 256 * 256;
+    CHECK_EQ_INT(attention_workspace_bytes(ATTN_FLASH, 4, 8192, 16, 4, 128),
+                 z * 8192 * 4 + ctr + z * nq * 64 * 128 * 4);
     CHECK_EQ_INT(attention_saved_bytes(ATTN_FLASH, 4, 8192, 16), z * 8192 * 4);
-    CHECK_EQ_INT(attention_workspace_bytes(ATTN_FLASH, 1, 7, 3, 1, 64), 256);
+    CHECK_EQ_INT(attention_workspace_bytes(ATTN_FLASH, 1, 7, 3, 1, 64), 256 + 256 + 3 * 64 * 64 * 4);
+    CHECK_EQ_INT(attention_workspace_bytes(ATTN_FLASH, 1, 7, 3, 1, 16), 256);
     CHECK_EQ_INT(attention_default_impl(128), ATTN_FLASH);
     CHECK_EQ_INT(attention_default_impl(16), ATTN_FLASH);
     CHECK_EQ_INT(attention_default_impl(96), ATTN_CUBLAS);
