@@ -288,9 +288,11 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
 
 /* The megakernel's forward (median of the per-iteration max over ranks) and its dispatch alone. */
 /* The megakernel: forward alone, the dispatch alone, and (wgmma tile: the backward exists) forward
- * + backward with the state kept in a MoeMokSaved; *fb_ms < 0 where there is no backward. */
+ * + backward with the state kept in a MoeMokSaved; *fb_ms < 0 where there is no backward. Then,
+ * apart from the timed runs (the marks synchronise), the mean ms of each phase (moe_mok.h), the
+ * slowest rank's, into phase_ms (zeros where there is no backward). */
 static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cudaStream_t s, double *fwd_ms,
-                     double *disp_ms, double *fb_ms, long *rows) {
+                     double *disp_ms, double *fb_ms, long *rows, double *phase_ms) {
     MoeGpuWeights w = layer_weights(L);
     const int S = L->d.n_shared > 0, with_bwd = m->tile == MOK_TILE_WGMMA;
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], S ? L->g[T_SGATE] : NULL,
@@ -324,6 +326,23 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
             if (it >= 0) t[pass][it] = ms;
         }
     }
+    double sum[MOK_PH_COUNT] = {0};
+    int calls[2] = {0, 0};
+    if (with_bwd) {
+        moe_mok_set_phases(m, 1);
+        for (int it = 0; it < args->iters; it++) {
+            mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+            moe_mok_forward(L->y, m, &sv, L->x, NULL, &w, L->bias, L->N, s);
+            moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, NULL, &w, L->N, s);
+            moe_mok_phases_collect(m, sum, calls);
+        }
+        moe_mok_set_phases(m, 0);
+    }
+    for (int i = 0; i < MOK_PH_COUNT; i++) {
+        const int n = calls[i < MOK_FWD_MARKS - 1 ? 0 : 1];
+        if (n > 0) sum[i] /= n;
+    }
+    mpiCheck(MPI_Allreduce(sum, phase_ms, MOK_PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     *rows = moe_mok_rows_in(m, s);
     *fwd_ms = median_of_max(t[0], args->iters);
     *disp_ms = median_of_max(t[1], args->iters);
@@ -745,6 +764,7 @@ int cmd_bench(int argc, char **argv) {
                    L.weight_bytes / 1048576.0, acts_mib, work_mib, mok_mib);
         const double flops = 2.0 * N * d.k * 3.0 * d.C * d.I;
         double fwd = 0, fb = 0, mfwd = 0, mdisp = 0, mfb = -1, gbs = 0;
+        double phase_ms[MOK_PH_COUNT] = {0};
         int mok_ran = 0, n_comm = 0;
         if (do_unfused) {
             time_layer(&L, &args, cfg.moe.router_aux_loss_coef, s, &fwd, &fb);
@@ -762,7 +782,7 @@ int cmd_bench(int argc, char **argv) {
             moe_mok_create(&m, &d, N, &comms, args.comm_blocks, 1);
             n_comm = m.n_comm;
             long rows = 0;
-            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, &mfwd, &mdisp, &mfb, &rows);
+            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, &mfwd, &mdisp, &mfb, &rows, phase_ms);
             /* per GPU: the bytes this owner pulled (its own rows included), slowest rank's time */
             gbs = (double)rows * d.C * 2.0 / (mdisp * 1e-3) / 1e9;
             double g = gbs;
@@ -781,6 +801,12 @@ int cmd_bench(int argc, char **argv) {
                        "\"fwdbwd_tflops\": %s, \"dispatch_ms\": %.4f, \"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
                        shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, mfwd, fb_ms,
                        flops / (mfwd * 1e-3) / 1e12, fb_tf, mdisp, gbs, mok_mib);
+                if (mfb > 0) {
+                    printf("{\"bench\": \"moe_phases\", \"impl\": \"mok\", \"shape\": \"%s\", \"ep\": %d, "
+                           "\"tokens_per_gpu\": %d, \"iters\": %d", shape, dist.ep, N, args.iters);
+                    for (int i = 0; i < MOK_PH_COUNT; i++) printf(", \"%s_ms\": %.4f", mok_phase_names[i], phase_ms[i]);
+                    printf("}\n");
+                }
             }
         }
         if (dist.rank == 0) {

@@ -329,7 +329,59 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
     cudaCheck(cudaDeviceSynchronize());
 }
 
+/* ---------- phase timing ---------- */
+
+#define MOK_MARKS (MOK_FWD_MARKS + MOK_BWD_MARKS)
+
+struct MokPhases {
+    cudaEvent_t ev[MOK_MARKS];
+    int marked[MOK_MARKS];
+};
+
+const char *const mok_phase_names[MOK_PH_COUNT] = {
+    "fwd_router_gemm", "fwd_route",   "fwd_gather",  "fwd_schedule", "fwd_kernel",     "fwd_barrier",   "fwd_combine",
+    "bwd_dy_slots",    "bwd_shared",  "bwd_kernel",  "bwd_barrier",  "bwd_scatter",    "bwd_route",     "bwd_router_gemms"};
+
+void moe_mok_set_phases(MoeMok *m, int on) {
+    if (!on == !m->phases) return;
+    if (on) {
+        m->phases = callocCheck(1, sizeof *m->phases);
+        for (int i = 0; i < MOK_MARKS; i++) cudaCheck(cudaEventCreate(&m->phases->ev[i]));
+        return;
+    }
+    for (int i = 0; i < MOK_MARKS; i++) cudaCheck(cudaEventDestroy(m->phases->ev[i]));
+    free(m->phases);
+    m->phases = NULL;
+}
+
+void moe_mok_phase_mark(MoeMok *m, int i, cudaStream_t stream) {
+    if (!m->phases) return;
+    cudaCheck(cudaEventRecord(m->phases->ev[i], stream));
+    m->phases->marked[i] = 1;
+}
+
+void moe_mok_phases_collect(MoeMok *m, double *ms, int *n) {
+    MokPhases *p = m->phases;
+    if (!p) return;
+    for (int half = 0; half < 2; half++) {
+        const int m0 = half ? MOK_FWD_MARKS : 0, marks = half ? MOK_BWD_MARKS : MOK_FWD_MARKS;
+        const int ph0 = half ? MOK_FWD_MARKS - 1 : 0;
+        int all = 1;
+        for (int i = m0; i < m0 + marks; i++) all &= p->marked[i];
+        if (!all) continue;
+        for (int i = 0; i + 1 < marks; i++) {
+            float t = 0;
+            cudaCheck(cudaEventSynchronize(p->ev[m0 + i + 1]));
+            cudaCheck(cudaEventElapsedTime(&t, p->ev[m0 + i], p->ev[m0 + i + 1]));
+            ms[ph0 + i] += t;
+        }
+        n[half]++;
+        for (int i = m0; i < m0 + marks; i++) p->marked[i] = 0;
+    }
+}
+
 void moe_mok_destroy(MoeMok *m) {
+    moe_mok_set_phases(m, 0);
     mokc_gpu_set_failure_report(NULL, NULL);
     MokBufList l;
     layout(&l, m, &m->d, m->N_max);
@@ -378,6 +430,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     const int C = d->C, E = d->E, k = d->k, SI = d->n_shared * d->I, ep = d->ep, El = m->El;
     const long nslots = (long)N * k, nslots_all = (long)ep * nslots;
     cublasCheck(cublasSetStream(m->blas, stream));
+    moe_mok_phase_mark(m, 0, stream);
 
     /* 1. x rows into the window; routing; this rank's counts; the aux statistic */
     if (x_bf16) {
@@ -389,6 +442,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     }
     x_bf16 = m->win_x;
     gemm_rm(m->blas, 0, 0, N, E, C, x, GEMM_F32, wt->router, GEMM_F32, m->logits, GEMM_F32, 1.0f, 0.0f);
+    moe_mok_phase_mark(m, 1, stream);
     cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
     gpu_moe_route(st.scores, st.topk, st.gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,
                   d->norm_topk, d->scaling, stream);
@@ -405,12 +459,16 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     }
     gpu_moe_aux_loss(m->aux, m->psum, st.stat_counts, E, k, (double)N * m->stats_ranks, stream);
 
+    moe_mok_phase_mark(m, 2, stream);
+
     /* 2. the EP group's top-k ids (and the ordering point for the x windows) */
     const int *topk_all = st.topk;
     if (ep > 1) {
         ncclCheck(ncclAllGather(st.topk, m->topk_all, (size_t)nslots, ncclInt32, m->comms.ep, stream));
         topk_all = m->topk_all;
     }
+
+    moe_mok_phase_mark(m, 3, stream);
 
     /* 3. schedule: the plan over every source's slots, then M tiles per local expert */
     gpu_moe_plan_count(m->chunk_counts_all, m->slot_rank_all, topk_all, nslots_all, E, stream);
@@ -454,10 +512,13 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     p.skip_dispatch = m->skip_dispatch;
     p.tile = m->tile;
     m->last = p;
+    moe_mok_phase_mark(m, 4, stream);
     mok_forward_launch(&p, m->grid, stream);
+    moe_mok_phase_mark(m, 5, stream);
 
     /* 5. every push has landed */
     moe_mok_ep_barrier(m, stream);
+    moe_mok_phase_mark(m, 6, stream);
 
     /* 6. shared experts, combine */
     if (SI > 0 && N > 0) {
@@ -468,6 +529,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
         gemm_rm(m->blas, 0, 0, N, C, SI, m->s_h, GEMM_BF16, wt->shared_down, GEMM_BF16, y, GEMM_F32, 1.0f, 0.0f);
     }
     gpu_moe_combine(y, win_y, st.gates, m->slot_iota, N, k, C, SI > 0, stream);
+    moe_mok_phase_mark(m, 7, stream);
     if (sv) {
         sv->N = N;
         cudaCheck(cudaMemcpyAsync(sv->h_counts, st.counts, (size_t)E * sizeof(int), cudaMemcpyDeviceToHost, stream));

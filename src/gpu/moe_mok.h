@@ -55,6 +55,20 @@ typedef struct {
     bf16_t *s_gate, *s_up;       /* (N, S*I) shared experts' pre-activations */
 } MokState;
 
+/* Where a forward's and a backward's time goes, on the stream's own clock (benchmarks): events at
+ * marks between the phases (moe_mok_phase_mark), summed per phase by moe_mok_phases_collect.
+ * Forward phases: the router GEMM (x into the window first); routing (top-k, counts, aux statistic
+ * and its all-reduce); the ids all-gather; the schedule; the kernel (counters zeroed + the
+ * persistent launch); the barrier (every push landed); the combine (shared experts + the
+ * fixed-order combine). Backward: the dy slots and gate gradients; the shared experts and the
+ * barrier; the kernel; the barrier; the sum over j into dx; the router's score backward; its two
+ * GEMMs. Phase i of the forward runs from mark i to mark i + 1 (MOK_FWD_MARKS marks), the
+ * backward's from mark MOK_FWD_MARKS + i. */
+enum { MOK_FWD_MARKS = 8, MOK_BWD_MARKS = 8, MOK_PH_COUNT = MOK_FWD_MARKS - 1 + MOK_BWD_MARKS - 1 };
+extern const char *const mok_phase_names[MOK_PH_COUNT];
+
+typedef struct MokPhases MokPhases;
+
 typedef struct {
     MoeGpuDims d;
     int N_max, El, mt_max;
@@ -91,6 +105,7 @@ typedef struct {
     double *pin_aux;
     int N;                      /* tokens of the last forward, -1 before */
     MokFwdParams last;          /* the last forward's kernel parameters (moe_mok_dispatch_only) */
+    MokPhases *phases;          /* NULL unless moe_mok_set_phases (benchmarks) */
 } MoeMok;
 
 /* One layer's forward kept for its backward (training): the state in its own buffers and the
@@ -170,6 +185,15 @@ double moe_mok_aux_loss(MoeMok *m, cudaStream_t stream);
 /* Benchmark: relaunches the last forward's persistent kernel with idle compute blocks (the
  * dispatch alone: rows pulled into xr, nothing else written). Requires a forward before. */
 void moe_mok_dispatch_only(MoeMok *m, cudaStream_t stream);
+
+/* Phase timing on (creates the events) or off. */
+void moe_mok_set_phases(MoeMok *m, int on);
+/* Records mark i (forward 0 .. MOK_FWD_MARKS - 1, then the backward's) on the stream. */
+void moe_mok_phase_mark(MoeMok *m, int i, cudaStream_t stream);
+/* Synchronises on the marks and adds the elapsed ms of each phase of the last forward and
+ * backward (those that ran since the previous collect) into ms[MOK_PH_COUNT], counting calls
+ * in n[2] (forwards, backwards). */
+void moe_mok_phases_collect(MoeMok *m, double *ms, int *n);
 
 /* Synchronises; rows this owner received in the last forward (local ones included). */
 long moe_mok_rows_in(MoeMok *m, cudaStream_t stream);

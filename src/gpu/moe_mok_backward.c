@@ -45,6 +45,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     const MokState *st = &sv->st;
     bf16_t *win_y = moe_mok_win_y(m, sv);
     cublasCheck(cublasSetStream(m->blas, stream));
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 0, stream);
     if (!x_bf16) {
         gpu_cast_f32_to_bf16(m->x_bf16, x, (long)N * C, stream);
         x_bf16 = m->x_bf16;
@@ -53,6 +54,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     /* the gate-scaled dy rows (bf16) into the window's dy slots, slot order; the gate gradients
      * from the expert outputs still in this layer's combine slots */
     gpu_moe_combine_backward(m->win_g, m->dgates, dy, win_y, st->gates, m->slot_iota, N, k, C, stream);
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 1, stream);
     shared_backward(dx, g, dy, st, m, x_bf16, wt, N, stream);
     /* every rank's dy slots are written and its gate gradients read its combine slots: the kernel
      * may pull the former and push dx rows over the latter */
@@ -97,14 +99,21 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     p.overwrite = g->overwrite_experts;
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 2, stream);
     mok_backward_launch(&p, m->grid, stream);
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 3, stream);
     moe_mok_ep_barrier(m, stream); /* every dx row has landed in its source's slots */
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 4, stream);
 
     gpu_moe_scatter_add(dx, win_y, m->slot_iota, N, k, C, stream);
-    if (N > 0) {
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 5, stream);
+    if (N > 0)
         gpu_moe_route_backward(m->logits, m->dgates, st->scores, st->topk, st->stat_counts, daux,
                                (double)N * m->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 6, stream);
+    if (N > 0) {
         gemm_rm(m->blas, 1, 0, C, E, N, x, GEMM_F32, m->logits, GEMM_F32, g->router, GEMM_F32, 1.0f, 1.0f);
         gemm_rm(m->blas, 0, 1, N, C, E, m->logits, GEMM_F32, wt->router, GEMM_F32, dx, GEMM_F32, 1.0f, 1.0f);
     }
+    moe_mok_phase_mark(m, MOK_FWD_MARKS + 7, stream);
 }
