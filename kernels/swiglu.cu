@@ -16,11 +16,6 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf
 
 __device__ __forceinline__ float swiglu_f(float g, float u) { return g * sigmoidf_(g) * u; }
 
-__device__ __forceinline__ void swiglu_b(float d, float g, float u, float &dg, float &du) {
-    const float s = sigmoidf_(g);
-    dg = d * u * (s + g * s * (1.0f - s));
-    du = d * g * s;
-}
 
 __global__ void swiglu_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *gate, const __nv_bfloat16 *up, long n,
                                       int vec) {
@@ -48,13 +43,13 @@ __global__ void swiglu_backward_kernel(__nv_bfloat16 *dgate, __nv_bfloat16 *dup,
         unpack_bf16x8(u, reinterpret_cast<const uint4 *>(up)[gi]);
         load_f32<8>(d, dh + 8 * gi);
 #pragma unroll
-        for (int k = 0; k < 8; k++) swiglu_b(d[k], g[k], u[k], dg[k], du[k]);
+        for (int k = 0; k < 8; k++) swiglu_backward_f32(d[k], g[k], u[k], dg[k], du[k]);
         reinterpret_cast<uint4 *>(dgate)[gi] = pack_bf16x8(dg);
         reinterpret_cast<uint4 *>(dup)[gi] = pack_bf16x8(du);
     }
     for (long i = groups * 8 + tid; i < n; i += stride) {
         float dg, du;
-        swiglu_b(dh[i], __bfloat162float(gate[i]), __bfloat162float(up[i]), dg, du);
+        swiglu_backward_f32(dh[i], __bfloat162float(gate[i]), __bfloat162float(up[i]), dg, du);
         dgate[i] = __float2bfloat16_rn(dg);
         dup[i] = __float2bfloat16_rn(du);
     }

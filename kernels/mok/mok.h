@@ -134,7 +134,14 @@ typedef struct {
     int e0, El, NK, k, C, I, mt_max, tile_m;
     int n_comm, skip_dispatch;
     int overwrite;                     /* 1: the weight gradients are written, not added to      */
+    unsigned long long *trace;         /* NULL, or (grid x MOK_TRACE_SLOTS): where time goes      */
 } MokBwdParams;
+
+/* The backward's trace (diagnostic, MOKC_MOK_TRACE=1), per block, in ns of globaltimer:
+ * consumer warpgroup 0 (its partner runs in step): [0] waiting for tasks, then per task kind
+ * (dgrad, wdown, dx, wgu) [1 + 3 kind] tasks, [2 + 3 kind] main loop, [3 + 3 kind] epilogue;
+ * the producer: [13 + kind] waiting on the protocol's counters. */
+#define MOK_TRACE_SLOTS 32
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

@@ -9,6 +9,7 @@
  * A weight-gradient task's last K block ends inside the next expert's rows: the consumers zero
  * those K lines in shared memory before their MMAs (sm90_zero_k_tail).
  */
+#include "../device_util.cuh"
 #include "sm90_pipeline.cuh"
 
 
@@ -68,22 +69,32 @@ __device__ __forceinline__ void sm90_wait_expert(const MokBwdParams &p, const un
         mok_wait(p.err, p.ticket + 1, p.budget_ns, ctr + mt, expected, role, t, mt);
 }
 
+/* The producer's memory of the last expert found ready per weight-gradient kind: a block takes
+ * several tasks of one expert in a row (short ones at Kimi-like sizes), and counters only grow. */
+struct Sm90Ready {
+    int el[2] = {-1, -1}; /* wdown, wgu */
+};
+
 /* One thread: tickets -> counters -> TMA loads. */
+template <bool TRACE>
 __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
                                  int MT) {
     Sm90Ring sr = {0, 0}, tr = {0, 0};
+    Sm90Ready ready;
     const int total = bwd_total(p, MT), KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
     for (;;) {
         const int t = (int)atomicAdd(p.ticket, 1u);
         sm90_send_task(wd, sm.bars, tr, t < total ? t : total);
         if (t >= total) return;
         const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
+        const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             if (k.kind == BWD_DGRAD)
                 mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.idx, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
             else
                 mok_wait(p.err, p.ticket + 1, p.budget_ns, p.dpg_done + k.idx, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t,
                          k.idx);
+            if (TRACE) sm.bars->trace[13 + k.kind] += mok_globaltimer() - tw;
             mok_fence_proxy_async_global();
             int el, r0, nrows;
             mok_tile_rows(p, k.idx, el, r0, nrows);
@@ -103,10 +114,15 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
         int rs, cnt;
         sm90_expert_rows(p, k.idx, rs, cnt);
         if (cnt == 0) continue;
-        if (k.kind == BWD_WDOWN)
-            sm90_wait_expert(p, p.arrive, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
-        else
-            sm90_wait_expert(p, p.dpg_done, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t, k.idx);
+        int &known = ready.el[k.kind == BWD_WDOWN ? 0 : 1];
+        if (known != k.idx) {
+            if (k.kind == BWD_WDOWN)
+                sm90_wait_expert(p, p.arrive, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
+            else
+                sm90_wait_expert(p, p.dpg_done, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t, k.idx);
+            known = k.idx;
+        }
+        if (TRACE) sm.bars->trace[13 + k.kind] += mok_globaltimer() - tw;
         mok_fence_proxy_async_global();
         const int M = k.kind == BWD_WDOWN ? p.I : p.C, N = k.kind == BWD_WDOWN ? p.C : p.I;
         int arow[2], bcol[4];
@@ -136,12 +152,6 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
     }
 }
 
-__device__ __forceinline__ void sm90_swiglu_b(float d, float g, float u, float &dg, float &du) {
-    const float s = 1.0f / (1.0f + expf(-g));
-    dg = d * u * (s + g * s * (1.0f - s));
-    du = d * g * s;
-}
-
 /* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
  * part into the staging (chunks 0-7 and 8-15, coalesced loads), dh (fp32, in acc) through the
  * SwiGLU backward in place there (each thread rewrites the pairs it read), then dpg and dpu out;
@@ -158,12 +168,18 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
     for (int part = 0; part < 4; part++) {
         const int col0 = nt * 256 + 64 * part;
         if (col0 >= p.I) break;
-        for (int v = tid; v < 64 * 16; v += 128) {
-            const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
-            int4 val = make_int4(0, 0, 0, 0);
+        int4 val[8]; /* all of a thread's loads in flight at once: one latency, not eight */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int v = tid + 128 * j, r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
+            val[j] = make_int4(0, 0, 0, 0);
             if (r < nrows && col < p.I)
-                val = *reinterpret_cast<const int4 *>((c < 8 ? p.pre_gate : p.pre_up) + (size_t)(r0 + r) * p.I + col);
-            *reinterpret_cast<int4 *>(sm90_stg_at(stg, r, c)) = val;
+                val[j] = *reinterpret_cast<const int4 *>((c < 8 ? p.pre_gate : p.pre_up) + (size_t)(r0 + r) * p.I + col);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int v = tid + 128 * j;
+            *reinterpret_cast<int4 *>(sm90_stg_at(stg, v >> 4, v & 15)) = val[j];
         }
         sm90_named_sync(2 + w, 128);
 #pragma unroll
@@ -175,8 +191,8 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                 __nv_bfloat162 *pu = reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i) + t2);
                 const __nv_bfloat162 g = *pg, u = *pu;
                 float dg0, du0, dg1, du1;
-                sm90_swiglu_b(acc[a], __low2float(g), __low2float(u), dg0, du0);
-                sm90_swiglu_b(acc[a + 1], __high2float(g), __high2float(u), dg1, du1);
+                swiglu_backward_f32(acc[a], __low2float(g), __low2float(u), dg0, du0);
+                swiglu_backward_f32(acc[a + 1], __high2float(g), __high2float(u), dg1, du1);
                 *pg = __floats2bfloat162_rn(dg0, dg1);
                 *pu = __floats2bfloat162_rn(du0, du1);
             }
@@ -223,6 +239,7 @@ __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int
 }
 
 /* Consumer warpgroup w (0 or 1). */
+template <bool TRACE>
 __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
                                                  int MT) {
     float acc[128];
@@ -231,14 +248,25 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     __nv_bfloat16 *stg = sm.stg + w * 64 * 128;
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     const int total = bwd_total(p, MT);
+    /* the trace's timekeeper: one thread of consumer 0 (mok.h: MOK_TRACE_SLOTS) */
+    const bool lead = TRACE && w == 0 && (threadIdx.x & 127) == 0;
+    unsigned long long *trace = sm.bars->trace;
+    long long t0 = lead ? mok_globaltimer() : 0;
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
-        if (t >= total) return;
+        if (t >= total) break;
         const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
+        long long t1 = 0;
+        if (lead) {
+            t1 = mok_globaltimer();
+            trace[0] += t1 - t0;
+        }
         const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
         const size_t CI = (size_t)p.C * p.I;
+        long long t2 = 0;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             sm90_mma<0, 0>(acc, wd, sm, sr, w, k.kind == BWD_DGRAD ? KBc : 2 * KBi, 64, t);
+            if (lead) t2 = mok_globaltimer();
             if (k.kind == BWD_DGRAD) {
                 sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni);
             } else {
@@ -249,9 +277,13 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
         } else {
             int rs, cnt;
             sm90_expert_rows(p, k.idx, rs, cnt);
-            if (cnt == 0 && !p.overwrite) continue;
+            if (cnt == 0 && !p.overwrite) {
+                if (lead) t0 = mok_globaltimer();
+                continue;
+            }
             const int KB = (cnt + SM90_BK - 1) / SM90_BK;
             if (cnt > 0) sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
+            if (lead) t2 = mok_globaltimer();
             if (k.kind == BWD_WDOWN)
                 sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.I, p.g_down + k.idx * CI, p.g_down + k.idx * CI,
                                     256, k.ni * 256, p.C);
@@ -259,9 +291,19 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.C, p.g_gate + k.idx * CI, p.g_up + k.idx * CI,
                                     128, k.ni * 128, p.I);
         }
+        if (lead) {
+            t0 = mok_globaltimer();
+            trace[1 + 3 * k.kind] += 1;
+            trace[2 + 3 * k.kind] += t2 - t1;
+            trace[3 + 3 * k.kind] += t0 - t2;
+        }
     }
+    if (lead)
+        for (int i = 0; i < 13; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
 }
 
+/* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */
+template <bool TRACE>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     mok_backward_sm90_kernel(const __grid_constant__ MokBwdParams p, const __grid_constant__ Sm90BwdMaps tm) {
 #if MOK_SM90
@@ -271,13 +313,17 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int MT = *p.total_mt, wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
-        if (threadIdx.x == 0) sm90_bwd_produce(p, tm, wd, sm, MT);
+        if (threadIdx.x == 0) {
+            sm90_bwd_produce<TRACE>(p, tm, wd, sm, MT);
+            if (TRACE)
+                for (int i = 13; i < 17; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = sm.bars->trace[i];
+        }
         else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
             sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.dyr, p.dy_off, 1);
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
-    sm90_bwd_consume(p, wd, sm, wg - 1, MT);
+    sm90_bwd_consume<TRACE>(p, wd, sm, wg - 1, MT);
 #else
     asm volatile("trap;");
 #endif
@@ -285,10 +331,12 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
 extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStream_t stream) {
     const MokBwdParams &p = *pin;
-    sm90_prepare(mok_backward_sm90_kernel, p.tile_m, "backward");
+    if (p.trace) sm90_prepare(mok_backward_sm90_kernel<true>, p.tile_m, "backward (traced)");
+    else sm90_prepare(mok_backward_sm90_kernel<false>, p.tile_m, "backward");
     cudaCheck(cudaMemsetAsync(p.arrive, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p.dpg_done, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p.ticket, 0, 3 * sizeof(unsigned), stream));
+    if (p.trace) cudaCheck(cudaMemsetAsync(p.trace, 0, (size_t)grid * MOK_TRACE_SLOTS * 8, stream));
     Sm90BwdMaps tm;
     sm90_encode(&tm.dyr_k, p.dyr, 2, p.C, p.R_max, 1, 128);
     sm90_encode(&tm.dpg_k, p.dpg, 2, p.I, p.R_max, 1, 128);
@@ -301,6 +349,7 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_encode(&tm.w_down_k, p.w_down, 3, p.C, p.I, p.El, 256);
     sm90_encode(&tm.w_gate_k, p.w_gate, 3, p.I, p.C, p.El, 256);
     sm90_encode(&tm.w_up_k, p.w_up, 3, p.I, p.C, p.El, 256);
-    mok_backward_sm90_kernel<<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    if (p.trace) mok_backward_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    else mok_backward_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
 }

@@ -42,6 +42,7 @@ typedef struct {
     uint64_t task_full[2], task_empty[2];
     int task[2];
     int dispatch_mt; /* the dispatch warps' current M tile */
+    unsigned long long trace[MOK_TRACE_SLOTS]; /* the backward's trace (mok.h), written out at the end */
 } Sm90Bars;
 
 #define SM90_SMEM_BYTES \
@@ -84,6 +85,7 @@ __device__ __forceinline__ Sm90Smem sm90_setup(unsigned char *raw) {
             mok_mbar_init(&s.bars->task_full[i], 1);
             mok_mbar_init(&s.bars->task_empty[i], 256);
         }
+        for (int i = 0; i < MOK_TRACE_SLOTS; i++) s.bars->trace[i] = 0;
         mok_mbar_fence_init();
     }
     __syncthreads();
@@ -210,8 +212,9 @@ __device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
 template <class P>
 __device__ __forceinline__ void sm90_unstage(__nv_bfloat16 *stg, int w, int nrows, int col0, int ncols, P row_ptr) {
     const int tid = threadIdx.x & 127;
-    for (int v = tid; v < 64 * 16; v += 128) {
-        const int r = v >> 4, c = v & 15;
+#pragma unroll /* row_ptr may load (the slot of a pushed row): keep those loads in flight together */
+    for (int j = 0; j < 8; j++) {
+        const int v = tid + 128 * j, r = v >> 4, c = v & 15;
         if (r >= nrows || col0 + 8 * c >= ncols) continue;
         *reinterpret_cast<int4 *>(row_ptr(r) + 8 * c) = *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
     }
@@ -272,12 +275,15 @@ __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_mt, bf1
     }
 }
 
-/* Host, before a launch of a Hopper megakernel: its shared-memory limit raised once, and the
- * schedule's M tile checked (the kernels compute 128-row tiles). */
+/* Host, before a launch of a Hopper megakernel: its shared-memory limit raised once per kernel,
+ * and the schedule's M tile checked (the kernels compute 128-row tiles). */
 template <class Kernel>
 static void sm90_prepare(Kernel kernel, int tile_m, const char *who) {
-    static int attr_set = 0; /* one per kernel */
-    if (!attr_set) {
+    static const void *done[8]; /* kernels of one signature share this instantiation */
+    int i = 0;
+    while (i < 8 && done[i] && done[i] != (const void *)kernel) i++;
+    if (i == 8) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: too many Hopper kernels of one signature (internal)");
+    if (!done[i]) {
         cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SM90_SMEM_BYTES));
         /* setmaxnreg waits, unbounded, until the block's registers cover the split: the kernel
          * must be compiled with at least that many (ptxas: 168 a thread) */
@@ -286,7 +292,7 @@ static void sm90_prepare(Kernel kernel, int tile_m, const char *who) {
         if (a.numRegs * SM90_THREADS < SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256)
             mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s kernel has %d registers a thread, too few for its "
                      "setmaxnreg split (internal)", who, a.numRegs);
-        attr_set = 1;
+        done[i] = (const void *)kernel;
     }
     if (tile_m != SM90_BM)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s needs tile_m = %d, not %d (internal)", who, SM90_BM, tile_m);
