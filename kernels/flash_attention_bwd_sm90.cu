@@ -12,25 +12,40 @@
  * h0 + s % G.
  *  - warpgroup 0 (40 registers): warp 0 lane 0 loads K and V once, then Q and dO of each step
  *    into a ring of 2 stages by TMA; warp 1 writes -lse * log2 e and delta of the step's 64 rows
- *    into the same stage (0 past T); warps 2-3 are the dQ writer (below).
+ *    into the same stage (0 past T); warp 2 lane 0 loads the dQ sums, warp 3 lane 0 stores them
+ *    (below).
  *  - warpgroups 1 and 2 (232 registers): consumer w owns kv rows [64w, 64w + 64) and keeps their
  *    dK and dV in registers (fp32). Per step, by wgmma: S^T = K Q^T and dP^T = V dO^T (m64n64,
  *    K-major operands), P^T = exp2(S^T * scale * log2 e - lse * log2 e) (0 where u > t or t >= T),
  *    dS^T = P^T (dP^T - delta), both rounded to bf16 in registers, which is the A operand layout:
- *    dV += P^T dO and dK += dS^T Q from registers (m64nD, B N-major); dS^T to shared memory, then
- *    the block's dQ partial from this consumer's rows, dS K (m64nD, A M-major, B N-major), handed
- *    to the writer in fp32 through shared memory. The consumers never wait for each other. Their
+ *    dV += P^T dO and dK += dS^T Q from registers (m64nD, B N-major); dS^T to shared memory. Their
  *    mbarrier waits have no timeout (a trap there makes ptxas serialize the wgmma and spill); the
- *    writer's timed waits, one per step, catch a consumer that is stuck.
- *  - dQ writer: dQ of (b, h, query block m) = the sum over kv blocks j = 0 .. m/2 of their
- *    partials, added in increasing j. Block j adds consumer 1's partial into consumer 0's, waits
- *    until the counter of (b, h, m) reads j (blocks 0 .. j-1 have stored their sum), loads that
- *    fp32 sum (workspace; cp.async.cg, L2 only) and adds it, stores the new sum and sets the
- *    counter to j + 1 (release); block 0 reads nothing, the last (j = m/2, the diagonal block)
- *    writes dq in bf16 times the scale instead. Integer flags only: no floating-point atomics, a
- *    fixed order of additions, bitwise reproducible. Decreasing query blocks put (h, m) at the
- *    same step index in blocks j - 1 and j, so the chain costs each block one short lag at its
- *    start, not a wait per step.
+ *    dQ storer's timed waits, one per step, catch a consumer that is stuck. Descriptors and
+ *    mbarriers are kept as 32-bit shared addresses (the dQ accumulators leave no room for more).
+ *  - dQ: the block's dQ partial of step s is dS K over all 128 keys (A = both consumers' dS^T
+ *    panels, M-major, K = 128; B = K, N-major; m64n64k16), computed at the end of step s + 1 (or
+ *    after the loop, for the last step), when the other consumer's dS^T of step s is long
+ *    written: at D = 128 each consumer computes 64 of the columns, at D = 64 the consumer of
+ *    parity (s + 1) % 2 computes all of them (the two alternate). Either way no partial is added
+ *    to another in shared memory, and a consumer holds 32 dQ accumulators beside dK and dV. dS^T
+ *    is double-buffered by step parity; named barriers per (consumer, parity) order it: READY (a
+ *    consumer's dS^T of step s is written) and FREE (a consumer's dQ of step s has read the slot,
+ *    which step s + 2 overwrites); a consumer waits only for the other's step s - 1 or s - 2.
+ *    dQ of (b, h, query block m) = the sum over kv blocks j = 0 .. m/2 of their partials, added in
+ *    increasing j through the fp32 workspace `acc`: block j's loader (warp 2) waits until the
+ *    counter of (b, h, m) reads j (blocks 0 .. j-1 have stored their sum), then bulk-copies that
+ *    64 x D fp32 sum into a shared slot (TMA, cp.async.bulk); the consumers add their partial
+ *    (sum + partial, fp32, in registers) and write the new sum back into the slot; the storer
+ *    (warp 3) bulk-copies it to `acc`, waits for the copy to complete and sets the counter to
+ *    j + 1 (release). Block 0 loads nothing; the last block (j = m/2, the diagonal one) writes dq
+ *    in bf16 times the scale from registers instead. The sums are kept in the consumers'
+ *    accumulator layout (the columns [64c, 64c + 64) of consumer c at D = 128 in the slot's half
+ *    c; thread i's 16-byte chunk k of them at (128 k + i) * 16 bytes: a warp reads and writes 512
+ *    contiguous bytes), not as rows: nothing but this kernel reads them. Integer flags only: no
+ *    floating-point atomics, a fixed order of additions, bitwise reproducible. Decreasing query
+ *    blocks put (h, m) at the same step index in blocks j - 1 and j, so the chain costs each
+ *    block one short lag at its start, not a wait per step. Two slots: the load for step s + 1
+ *    and the store of step s - 1 overlap the consumers' step s.
  * dK and dV (scale applied to dK) are written once at the end, in bf16, rows below T.
  *
  * Shared memory (offsets from a 1024-byte aligned base; tiles as kernels/mok/tile_wgmma.cuh,
@@ -39,18 +54,31 @@
  *             from row 64w), and K is the N-major B of dS K (lines = kv rows, LBO = the box).
  *   Q, dO     2 stages x 64 rows x D: boxes of 64 rows (8 KB); K-major B of S^T / dP^T and N-major
  *             B of dK / dV (lines = query rows, LBO = 8 KB).
- *   dS^T      per consumer 64 kv lines x 64 queries (8 KB), the M-major A of dS K: line u at
- *             u * 128 bytes, 16-byte chunk c at c ^ (u % 8) (what TMA's 128-byte swizzle does).
- *   X         per consumer 64 x D fp32 (the dQ partial), rows padded to D + 4 floats: the
- *             accumulator's float2 writes (8 rows a warp) hit each bank twice, the minimum.
+ *   dS^T      2 slots (step parity) x 2 consumers x 64 kv lines x 64 queries (8 KB): the M-major A
+ *             of dS K, K running over consumer 0's lines then consumer 1's: line u at u * 128
+ *             bytes, 16-byte chunk c at c ^ (u % 8) (what TMA's 128-byte swizzle does).
+ *   sums      2 slots (step parity) x 64 x D fp32 (the dQ sums, accumulator layout).
  *   stats     2 stages x (-lse * log2 e, delta) x 64 floats; then the mbarriers.
- * D = 128: 32 + 32 + 64 + 16 + 66 + 1 KB = 211 KB; D = 64: 115 KB.
+ * D = 128: 32 + 32 + 64 + 32 + 64 + 1 KB = 225 KB; D = 64: 129 KB.
+ *
+ * DIAGNOSTICS (MOKC_FLASH_BWD_DIAG, read by the host at each launch; kernel template modes, D = 128
+ * only; delete once the backward's time is understood): "v1" runs the previous dQ scheme (each
+ * consumer's partial over its own 64 keys handed to warps 2-3, which add the two, load the running
+ * sum with cp.async, add and store it: exact, for an A/B in one run); the others remove one cost
+ * and make dq wrong: "nodq" (no dQ product, no dQ traffic: dK and dV only), "noglobal" (dQ
+ * products and the shared-memory handoff, but no counters and no global loads or stores of the
+ * sums), "nochain" (no wait on the counters), "v1-nowriter" (v1, warps 2-3 only hand the buffer
+ * back), "v1-noglobal" (v1, the writer's shared-memory passes without counters or global traffic),
+ * "v1-nochain" (v1 without the counter wait).
  */
 #include "flash_attention.h"
 
 #include <cuda_bf16.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "device_util.cuh"
 #include "flash_sm90.cuh"
@@ -61,30 +89,54 @@ constexpr int kThreads = 384, kKvRows = 128, kQRows = 64;
 constexpr int kKvBox = kKvRows * 128, kQBox = kQRows * 128; // bytes of one 64-column box
 constexpr int kDsBytes = 64 * 64 * 2;                       // one consumer's dS^T
 
-template <int D>
+/* Kernel modes (template bits). 0: the backward. The rest are DIAGNOSTICS (see the top). */
+enum : int {
+    kModeV1 = 1,        // the previous dQ scheme (exact)
+    kDiagNoDq = 2,      // v2: no dQ at all
+    kDiagNoGlobal = 4,  // no counters, no global traffic of the dQ sums
+    kDiagNoChain = 8,   // no counter waits
+    kDiagNoWriter = 16, // v1: the writer only hands the buffer back
+};
+
+template <int D, int M>
 struct Layout {
-    static constexpr int kKvTile = D / 64 * kKvBox, kQTile = D / 64 * kQBox, kXRow = D + 4, kX = 64 * kXRow * 4;
+    static constexpr bool v1 = (M & kModeV1) != 0;
+    static constexpr int kKvTile = D / 64 * kKvBox, kQTile = D / 64 * kQBox;
+    static constexpr int kXRow = D + 4, kX = 64 * kXRow * 4; // v1: a consumer's fp32 partial, padded rows
+    static constexpr int kSum = 64 * D * 4;                  // v2: one slot of dQ sums
     static constexpr int k = 0, v = kKvTile, q = 2 * kKvTile, dO = q + 2 * kQTile, ds = dO + 2 * kQTile;
-    static constexpr int x = ds + 2 * kDsBytes, stats = x + 2 * kX, bars = stats + 4 * 64 * 4;
+    static constexpr int x = ds + (v1 ? 2 : 4) * kDsBytes, stats = x + (v1 ? 2 * kX : 2 * kSum);
+    static constexpr int bars = stats + 4 * 64 * 4;
 };
 
 struct Bars {
-    uint64_t kv, full[2], empty[2], xfull, xempty;
+    uint64_t kv, full[2], empty[2], xfull[2], xempty[2], yfull[2];
     unsigned item;
 };
 
-template <int D>
+template <int D, int M>
 constexpr int smem_bytes() {
-    return 1024 + Layout<D>::bars + (int)sizeof(Bars); // alignment slack, tiles, barriers
+    return 1024 + Layout<D, M>::bars + (int)sizeof(Bars); // alignment slack, tiles, barriers
 }
-/* TMA's 128-byte swizzle and the wgmma descriptors (base offset 0) need 1024-byte aligned tiles. */
-template <int D>
+/* TMA's 128-byte swizzle and the wgmma descriptors (base offset 0) need 1024-byte aligned tiles;
+ * the bulk copies 16-byte aligned slots. */
+template <int D, int M>
 constexpr bool tiles_aligned() {
-    using L = Layout<D>;
-    return (L::k | L::v | L::q | L::dO | L::ds | L::kQTile | kDsBytes) % 1024 == 0 && (L::x | L::stats) % 16 == 0;
+    using L = Layout<D, M>;
+    return (L::k | L::v | L::q | L::dO | L::ds | L::kQTile | kDsBytes) % 1024 == 0 &&
+           (L::x | L::stats | L::kSum) % 16 == 0;
 }
-static_assert(tiles_aligned<64>() && tiles_aligned<128>(), "tile alignment");
-static_assert(smem_bytes<128>() <= 227 * 1024, "shared memory of one block");
+template <int... Ms>
+struct Modes {};
+/* The modes launched at D = 128 (the DIAGNOSTIC ones with the backward) and at D = 64. */
+using Modes128 = Modes<0, kDiagNoDq, kDiagNoGlobal, kDiagNoChain, kModeV1, kModeV1 | kDiagNoWriter,
+                       kModeV1 | kDiagNoGlobal, kModeV1 | kDiagNoChain>;
+template <int D, int... Ms>
+constexpr bool layouts_fit(Modes<Ms...>) {
+    return ((tiles_aligned<D, Ms>() && smem_bytes<D, Ms>() <= 227 * 1024) && ...);
+}
+static_assert(layouts_fit<128>(Modes128{}) && layouts_fit<64>(Modes<0>{}),
+              "tile alignment, or more shared memory than one block has");
 
 struct Maps {
     CUtensorMap q, dout, k, v; // boxes of 64 columns x 64 rows (q, dout), x 128 rows (k, v)
@@ -93,7 +145,7 @@ struct Maps {
 struct Params {
     __nv_bfloat16 *dq, *dk, *dv;
     const float *lse, *delta;
-    float *acc;     // (B, Hq, NQ, 64, D) fp32 partial sums of dQ
+    float *acc;     // (B, Hq, NQ) tiles of 64 x D fp32: the sums of dQ partials
     unsigned *ctr;  // [0]: the ticket; [1 + (b*Hq + h)*NQ + m]: kv blocks added into (b, h, m)
     int B, T, Hq, Hkv, group, NQ;
     float sl2, scale; // scale * log2 e, scale = 1/sqrt(D)
@@ -107,10 +159,23 @@ struct Item {
 #if MOK_SM90 // the device code below exists in sm_90a device passes only (elsewhere the kernel traps)
 
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; // 128 x 40 + 256 x 232 = 384 x 168
+
+/* Named barriers: 0 is __syncthreads; 1 the v1 writer's; 2 + w consumer w's (v1); v2, 256 threads
+ * (both consumers): READY + 2w + parity (consumer w's dS^T of a step of that parity is written),
+ * FREE + 2w + parity (consumer w's dQ of that step has read the slot). */
+constexpr int kBarWriter = 1, kBarConsumer = 2, kBarReady = 4, kBarFree = 8;
+
+/* v2: at D = 128 both consumers compute dQ every step, 64 columns each; at D = 64 they alternate. */
+template <int D>
+constexpr bool kSplitN = D == 128;
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 /* *(addr ^ x) = v in shared memory; the XOR inside the asm keeps the compiler from hoisting 16
@@ -122,6 +187,48 @@ __device__ __forceinline__ void st_shared_xor(uint32_t addr, uint32_t x, uint32_
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mok_smem_u32(dst)), "l"(src) : "memory");
+}
+
+/* bytes (a multiple of 16, both addresses 16-byte aligned) global -> shared by the TMA unit,
+ * completing as transaction bytes on bar. */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     mok_smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(mok_smem_u32(bar))
+                 : "memory");
+}
+
+/* bytes shared -> global by the TMA unit; returns when the writes are complete (visible). */
+__device__ __forceinline__ void bulk_store_wait(void *dst, const void *src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(mok_smem_u32(src)),
+                 "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* wgmma descriptors (mok_wgmma_desc, 128-byte swizzle) as their low word: start address and LBO.
+ * The high word (SBO = 1024, the swizzle mode) is the same for every operand here, so the
+ * consumers keep 32 bits a descriptor and make the 64 at each use. */
+constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t desc_lo(uint32_t smem_addr, uint32_t lbo) {
+    return ((smem_addr & 0x3FFFF) >> 4) | ((lbo & 0x3FFFF) >> 4) << 16;
+}
+__device__ __forceinline__ uint64_t desc(uint32_t lo) { return (uint64_t)kDescHi << 32 | lo; }
+
+/* mbarrier waits and arrivals by 32-bit shared address (the consumers keep no 64-bit pointers). */
+__device__ __forceinline__ void spin_bar(uint32_t bar, unsigned parity) {
+    uint32_t ok;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!ok);
+}
+__device__ __forceinline__ void arrive_bar(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
 /* Spins until *c == v (acquire, GPU scope). A counter that never gets there (a bug) traps after
@@ -136,17 +243,32 @@ __device__ __forceinline__ void wait_counter(const unsigned *c, unsigned v) {
     }
 }
 
-/* *c = v (release, GPU scope). After a barrier of the writer threads: their stores before it
- * happen before any read that follows an acquire of v (release is cumulative). */
+/* *c = v (release, GPU scope). After a barrier of the writer threads (or this thread's completed
+ * bulk store): their stores before it happen before any read that follows an acquire of v
+ * (release is cumulative). */
 __device__ __forceinline__ void release_counter(unsigned *c, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(c), "r"(v) : "memory");
 }
 
+/* Where step s of an item works: query block m, head h, and the (b, h, m) index of its sum. */
+struct Step {
+    int m, h;
+    long slot;
+    bool first, last; // no earlier kv block (j = 0); the diagonal kv block (j = m/2): writes dq
+};
+__device__ __forceinline__ Step step_of(const Params &p, const Item &it, int s) {
+    Step r;
+    r.m = p.NQ - 1 - s / p.group, r.h = it.h0 + s % p.group;
+    r.slot = ((long)it.b * p.Hq + r.h) * p.NQ + r.m;
+    r.first = it.j == 0, r.last = it.j == r.m / 2;
+    return r;
+}
+
 /* Warp 0 lane 0: K and V once, then Q and dO of every step into the stage ring. */
-template <int D>
+template <int D, int M>
 __device__ __forceinline__ void produce(const Maps &maps, const Params &p, unsigned char *sm, Bars *bars,
                                         const Item &it) {
-    using L = Layout<D>;
+    using L = Layout<D, M>;
     const int row0 = it.b * p.T;
     mok_mbar_arrive_expect_tx(&bars->kv, 2 * L::kKvTile);
     for (int c = 0; c < D / 64; c++) {
@@ -167,10 +289,10 @@ __device__ __forceinline__ void produce(const Maps &maps, const Params &p, unsig
 }
 
 /* Warp 1: -lse * log2 e and delta of each step's 64 query rows (0 past T) into its stage. */
-template <int D>
+template <int D, int M>
 __device__ __forceinline__ void load_stats(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
     const int lane = threadIdx.x & 31;
-    float *stats = reinterpret_cast<float *>(sm + Layout<D>::stats);
+    float *stats = reinterpret_cast<float *>(sm + Layout<D, M>::stats);
     for (int s = 0; s < it.steps; s++) {
         const int st = s & 1, h = it.h0 + s % p.group, t0 = kQRows * (p.NQ - 1 - s / p.group);
         const long row = ((long)it.b * p.Hq + h) * p.T;
@@ -185,23 +307,71 @@ __device__ __forceinline__ void load_stats(const Params &p, unsigned char *sm, B
     }
 }
 
+/* v2, warp 2 lane 0: the sum of kv blocks 0 .. j-1 of each step into sum slot s % 2, once the
+ * storer has finished with step s - 2 (its slot) and block j - 1 has stored that sum. Block 0
+ * only hands the slot over. */
+template <int D, int M>
+__device__ __forceinline__ void load_sums(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
+    using L = Layout<D, M>;
+    for (int s = 0; s < it.steps; s++) {
+        const int slot = s & 1;
+        const Step t = step_of(p, it, s);
+        if (s >= 2) flash_wait_bar(&bars->xempty[slot], ((s >> 1) - 1) & 1);
+        if (t.first || (M & kDiagNoGlobal)) {
+            mok_mbar_arrive(&bars->yfull[slot]);
+            continue;
+        }
+        if (!(M & kDiagNoChain)) wait_counter(p.ctr + 1 + t.slot, (unsigned)it.j);
+        mok_fence_proxy_async_global(); /* block j-1's stores, seen by the acquire, before the bulk read */
+        mok_mbar_arrive_expect_tx(&bars->yfull[slot], L::kSum);
+        bulk_load(sm + L::x + slot * L::kSum, p.acc + t.slot * 64 * D, L::kSum, &bars->yfull[slot]);
+    }
+}
+
+/* v2, warp 3 lane 0: once the consumers have written the new sum of step s into its slot, stores it
+ * (not for the diagonal block, which wrote dq itself), waits for the writes to complete, sets the
+ * counter to j + 1 and hands the slot back to the loader. Its timed waits are the watchdog of the
+ * consumers. */
+template <int D, int M>
+__device__ __forceinline__ void store_sums(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
+    using L = Layout<D, M>;
+    for (int s = 0; s < it.steps; s++) {
+        const int slot = s & 1;
+        const Step t = step_of(p, it, s);
+        flash_wait_bar(&bars->xfull[slot], (s >> 1) & 1);
+        if (!t.last && !(M & kDiagNoGlobal)) {
+            bulk_store_wait(p.acc + t.slot * 64 * D, sm + L::x + slot * L::kSum, L::kSum);
+            mok_fence_proxy_async_global();
+            release_counter(p.ctr + 1 + t.slot, (unsigned)it.j + 1);
+        }
+        mok_mbar_arrive(&bars->xempty[slot]);
+    }
+}
+
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
     return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
-/* Warps 2-3 (64 threads): the ordered dQ sums (see the top). */
-template <int D>
-__device__ __forceinline__ void write_dq(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
-    constexpr int RC = D / 4, XR = Layout<D>::kXRow; // 16-byte chunks a row (RC a thread), X's row pitch
+/* v1 (DIAGNOSTIC A/B), warps 2-3 (64 threads): the previous scheme. Block j adds consumer 1's
+ * partial into consumer 0's, waits until the counter of (b, h, m) reads j, loads that fp32 sum
+ * (cp.async.cg, L2 only), adds it, stores the new sum (or dq, for the diagonal block) and sets
+ * the counter to j + 1. */
+template <int D, int M>
+__device__ __forceinline__ void write_dq_v1(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
+    constexpr int RC = D / 4, XR = Layout<D, M>::kXRow; // 16-byte chunks a row (RC a thread), X's row pitch
+    constexpr bool global = !(M & kDiagNoGlobal);
     const int wt = threadIdx.x - 64;
-    float *x0 = reinterpret_cast<float *>(sm + Layout<D>::x), *x1 = x0 + 64 * XR;
+    float *x0 = reinterpret_cast<float *>(sm + Layout<D, M>::x), *x1 = x0 + 64 * XR;
     for (int s = 0; s < it.steps; s++) {
-        const int m = p.NQ - 1 - s / p.group, h = it.h0 + s % p.group, t0 = kQRows * m;
-        const bool first = it.j == 0, last = it.j == m / 2;
-        const long slot = ((long)it.b * p.Hq + h) * p.NQ + m;
-        float *tile = p.acc + slot * 64 * D;
-        flash_wait_bar(&bars->xfull, s & 1);
-        if (!first) {
+        const Step st = step_of(p, it, s);
+        const int t0 = kQRows * st.m;
+        float *tile = p.acc + st.slot * 64 * D;
+        flash_wait_bar(&bars->xfull[0], s & 1);
+        if (M & kDiagNoWriter) {
+            mok_mbar_arrive(&bars->xempty[0]);
+            continue;
+        }
+        if (!st.first) {
             /* partial 0 + partial 1 into x0 (two chunks a pass: four loads in flight) */
 #pragma unroll 2
             for (int i = 0; i < RC; i += 2) {
@@ -214,22 +384,26 @@ __device__ __forceinline__ void write_dq(const Params &p, unsigned char *sm, Bar
                 *reinterpret_cast<float4 *>(x0 + o1) = add4(a1, b1);
             }
             /* then the sum of kv blocks 0 .. j-1 into x1, once block j-1 has stored it */
-            if (wt == 0) wait_counter(p.ctr + 1 + slot, (unsigned)it.j);
-            named_sync(1, 64);
+            if (global) {
+                if (wt == 0 && !(M & kDiagNoChain)) wait_counter(p.ctr + 1 + st.slot, (unsigned)it.j);
+                named_sync(kBarWriter, 64);
 #pragma unroll 4
-            for (int i = 0; i < RC; i++) {
-                const int c = wt + 64 * i;
-                cp_async16(x1 + (c / RC) * XR + 4 * (c % RC), tile + 4 * c);
+                for (int i = 0; i < RC; i++) {
+                    const int c = wt + 64 * i;
+                    cp_async16(x1 + (c / RC) * XR + 4 * (c % RC), tile + 4 * c);
+                }
+                asm volatile("cp.async.wait_all;" ::: "memory");
             }
-            asm volatile("cp.async.wait_all;" ::: "memory");
         }
         /* x0 + x1: the first block's two partials, or (this block's partials) + the earlier sum */
-        __nv_bfloat16 *dq = p.dq + ((long)it.b * p.T + t0) * p.Hq * D + (long)h * D;
+        __nv_bfloat16 *dq = p.dq + ((long)it.b * p.T + t0) * p.Hq * D + (long)st.h * D;
 #pragma unroll 2
         for (int i = 0; i < RC; i++) {
             const int c = wt + 64 * i, r = c / RC, o = r * XR + 4 * (c % RC);
             const float4 a = add4(*reinterpret_cast<const float4 *>(x0 + o), *reinterpret_cast<const float4 *>(x1 + o));
-            if (!last) {
+            if (!global) {
+                *reinterpret_cast<float4 *>(x0 + o) = a;
+            } else if (!st.last) {
                 *reinterpret_cast<float4 *>(tile + 4 * c) = a;
             } else if (t0 + r < p.T) {
                 uint2 u;
@@ -238,65 +412,132 @@ __device__ __forceinline__ void write_dq(const Params &p, unsigned char *sm, Bar
                 *reinterpret_cast<uint2 *>(dq + (long)r * p.Hq * D + 4 * (c % RC)) = u;
             }
         }
-        mok_mbar_arrive(&bars->xempty);
-        if (!last) { /* every writer thread's stores, then the counter */
-            named_sync(1, 64);
-            if (wt == 0) release_counter(p.ctr + 1 + slot, (unsigned)it.j + 1);
+        mok_mbar_arrive(&bars->xempty[0]);
+        if (global && !st.last) { /* every writer thread's stores, then the counter */
+            named_sync(kBarWriter, 64);
+            if (wt == 0) release_counter(p.ctr + 1 + st.slot, (unsigned)it.j + 1);
         }
     }
 }
 
 /* Consumer w (warpgroup 1 + w): kv rows [64w, 64w + 64) of the block. */
-template <int D>
-__device__ __forceinline__ void consume(const Params &p, unsigned char *sm, Bars *bars, const Item &it, int w) {
-    using L = Layout<D>;
+template <int D, int M>
+__device__ __forceinline__ void consume(const Params &p, unsigned char *sm, const Item &it, int w) {
+    using L = Layout<D, M>;
+    constexpr bool v1 = (M & kModeV1) != 0, dq_on = !(M & kDiagNoDq);
     constexpr int DN = D / 2; // accumulator floats a thread of an m64nD product
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, qd = lane & 3;
     const int rl = 16 * warp + g;                 // this thread's rows rl, rl + 8 of the consumer's 64
     const int u0 = it.kv0 + 64 * w + rl;          // their key positions
     const int warp_last = it.kv0 + 64 * w + 16 * warp + 15; // the warp's last key position
-    unsigned char *ds = sm + L::ds + w * kDsBytes;
-    /* this thread's first X float (row rl) and dS^T byte (line rl, chunk g: XOR-ed per store) */
-    float *x = reinterpret_cast<float *>(sm + L::x) + w * 64 * L::kXRow + rl * L::kXRow + 2 * qd;
-    const uint32_t ds_at = mok_smem_u32(ds) + rl * 128 + (g << 4) + 4 * qd;
+    const uint32_t sb = mok_smem_u32(sm);
+    /* this thread's dS^T byte (line rl, chunk g: XOR-ed per store) in this consumer's panel (v2: of
+     * slot 0; slot 1 at + 2 kDsBytes) */
+    const uint32_t ds_at = sb + L::ds + w * kDsBytes + rl * 128 + (g << 4) + 4 * qd;
     const float *stats = reinterpret_cast<const float *>(sm + L::stats);
-    /* K-major A (K, V rows from 64w; 32 bytes per 16 columns, a box per 64), N-major B of dS K (K
-     * lines from 64w, 2048 bytes per 16 lines), M-major A of dS K (one 64-line panel). */
-    const uint64_t a_k0 = mok_wgmma_desc(sm + L::k + w * 64 * 128, 16, 1024);
-    const uint64_t a_v0 = mok_wgmma_desc(sm + L::v + w * 64 * 128, 16, 1024);
-    const uint64_t b_kn0 = mok_wgmma_desc(sm + L::k + w * 64 * 128, kKvBox, 1024);
-    const uint64_t a_ds0 = mok_wgmma_desc(ds, kDsBytes, 1024);
+    const uint32_t bar = sb + L::bars;               /* the Bars, by offsetof */
+    /* K-major A (K, V rows from 64w; 32 bytes per 16 columns, a box per 64); N-major B of dS K (K
+     * lines; v1 from 64w, all D columns; v2 from 0, the box of this consumer's 64 columns at
+     * D = 128; 2048 bytes per 16 lines); M-major A of dS K (v1: this consumer's panel; v2: slot 0's
+     * two panels, 2048 bytes per 16 lines across both). */
+    const uint32_t a_k0 = desc_lo(sb + L::k + w * 64 * 128, 16), a_v0 = desc_lo(sb + L::v + w * 64 * 128, 16);
+    const uint32_t b_kn0 = desc_lo(sb + L::k + (v1 ? w * 64 * 128 : kSplitN<D> ? w * kKvBox : 0), kKvBox);
+    const uint32_t a_ds0 = desc_lo(sb + L::ds + (v1 ? w * kDsBytes : 0), kDsBytes);
+
+    /* v2: whether consumer c computes (part of) the dQ of step s: both at D = 128 (columns [64c,
+     * 64c + 64)), the one of parity (s + 1) % 2 at D = 64 (all 64 columns). */
+    auto computes = [&](int s, int c) { return kSplitN<D> || ((s + 1) & 1) == c; };
+    const int col0 = kSplitN<D> ? 64 * w : 0; // the first dQ column this consumer computes
+
+    /* v2: this consumer's dQ columns of step s (see the top), at its step s + 1 or after its loop:
+     * dS (both panels of slot s % 2) K[:, col0 .. col0 + 64) by m64n64k16, K = 128 keys. */
+    auto dq_v2 = [&](int s) {
+        const int slot = s & 1;
+        named_sync(kBarReady + 2 * (1 - w) + slot, 256); /* the other consumer's dS^T of step s (and ours) */
+        uint32_t a_ds = a_ds0 + slot * (2 * kDsBytes >> 4), b_kn = b_kn0;
+        float dq[32];
+        mok_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            /* advanced one 16-line step at a time (the asm keeps the compiler from computing all 16
+             * descriptors ahead into registers) */
+            asm volatile("" : "+r"(a_ds), "+r"(b_kn));
+            if (k == 0) flash_wgmma_ss_set<1, 1>(dq, desc(a_ds), desc(b_kn));
+            else flash_wgmma_ss<1, 1>(dq, desc(a_ds), desc(b_kn), 1);
+            a_ds += 128, b_kn += 128;
+        }
+        mok_wgmma_commit();
+        mok_wgmma_wait<0>();
+        flash_fence_acc(dq);
+        if (s + 2 < it.steps) named_arrive(kBarFree + 2 * w + slot, 256); /* step s + 2 may overwrite it */
+        spin_bar(bar + offsetof(Bars, yfull) + 8 * slot, (s >> 1) & 1);
+        /* this thread's chunk c of its columns' part of the slot, at (128 c + tid) * 16 bytes */
+        const uint32_t sum = sb + L::x + slot * L::kSum + col0 * 256 + 16 * tid;
+        const int m = p.NQ - 1 - s / p.group; // query block; the diagonal kv block is m / 2
+        if (it.j != 0) { /* the sum of blocks 0 .. j-1, plus this block's */
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                float4 y;
+                asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                             : "=f"(y.x), "=f"(y.y), "=f"(y.z), "=f"(y.w)
+                             : "r"(sum + 2048 * c)
+                             : "memory");
+                dq[4 * c] = y.x + dq[4 * c], dq[4 * c + 1] = y.y + dq[4 * c + 1];
+                dq[4 * c + 2] = y.z + dq[4 * c + 2], dq[4 * c + 3] = y.w + dq[4 * c + 3];
+            }
+        }
+        if (it.j != m / 2) {
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(sum + 2048 * c), "f"(dq[4 * c]),
+                             "f"(dq[4 * c + 1]), "f"(dq[4 * c + 2]), "f"(dq[4 * c + 3])
+                             : "memory");
+        } else { /* the diagonal block: dq itself */
+            const int t0 = kQRows * m, h = it.h0 + s % p.group;
+            __nv_bfloat16 *out = p.dq + ((long)it.b * p.T + t0 + rl) * p.Hq * D + (long)h * D + col0 + 2 * qd;
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) { /* query row rl + 8hf, columns col0 + 8i + 2qd, +1 */
+                if (t0 + rl + 8 * hf >= p.T) continue;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    *reinterpret_cast<uint32_t *>(out + 8l * hf * p.Hq * D + 8 * i) =
+                        pack_bf16x2(dq[4 * i + 2 * hf] * p.scale, dq[4 * i + 2 * hf + 1] * p.scale);
+            }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the bulk copies of the slot */
+        arrive_bar(bar + offsetof(Bars, xfull) + 8 * slot);
+    };
 
     float dk[DN], dv[DN];
 #pragma unroll
     for (int i = 0; i < DN; i++) dk[i] = 0.f, dv[i] = 0.f;
-    flash_spin_bar(&bars->kv, 0);
+    spin_bar(bar + offsetof(Bars, kv), 0);
     for (int s = 0; s < it.steps; s++) {
         const int st = s & 1, t0 = kQRows * (p.NQ - 1 - s / p.group);
-        unsigned char *q = sm + L::q + st * L::kQTile, *dO = sm + L::dO + st * L::kQTile;
-        flash_spin_bar(&bars->full[st], (s >> 1) & 1);
+        const uint32_t q = sb + L::q + st * L::kQTile, dO = sb + L::dO + st * L::kQTile;
+        spin_bar(bar + offsetof(Bars, full) + 8 * st, (s >> 1) & 1);
         /* per step, so that the 16 + 8 descriptors derived from them are not hoisted out of the
          * loop into 48 registers */
-        uint64_t a_k = a_k0, a_v = a_v0, b_kn = b_kn0, a_ds = a_ds0;
-        asm volatile("" : "+l"(a_k), "+l"(a_v), "+l"(b_kn), "+l"(a_ds));
+        uint32_t a_k = a_k0, a_v = a_v0;
+        asm volatile("" : "+r"(a_k), "+r"(a_v));
 
         // S^T = K Q^T, dP^T = V dO^T (64 kv rows x 64 queries each), K over D.
         float sp[32], dp[32];
         {
-            const uint64_t b_q = mok_wgmma_desc(q, 16, 1024), b_do = mok_wgmma_desc(dO, 16, 1024);
+            const uint32_t b_q = desc_lo(q, 16), b_do = desc_lo(dO, 16);
             mok_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
-                const uint64_t a = a_k + (kk / 4) * (kKvBox >> 4) + 2 * (kk % 4);
-                const uint64_t b = b_q + (kk / 4) * (kQBox >> 4) + 2 * (kk % 4);
+                const uint64_t a = desc(a_k + (kk / 4) * (kKvBox >> 4) + 2 * (kk % 4));
+                const uint64_t b = desc(b_q + (kk / 4) * (kQBox >> 4) + 2 * (kk % 4));
                 if (kk == 0) flash_wgmma_ss_set<0, 0>(sp, a, b);
                 else flash_wgmma_ss<0, 0>(sp, a, b, 1);
             }
             mok_wgmma_commit();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
-                const uint64_t a = a_v + (kk / 4) * (kKvBox >> 4) + 2 * (kk % 4);
-                const uint64_t b = b_do + (kk / 4) * (kQBox >> 4) + 2 * (kk % 4);
+                const uint64_t a = desc(a_v + (kk / 4) * (kKvBox >> 4) + 2 * (kk % 4));
+                const uint64_t b = desc(b_do + (kk / 4) * (kQBox >> 4) + 2 * (kk % 4));
                 if (kk == 0) flash_wgmma_ss_set<0, 0>(dp, a, b);
                 else flash_wgmma_ss<0, 0>(dp, a, b, 1);
             }
@@ -339,47 +580,64 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, Bars
 
         // dV += P^T dO; dS^T to shared memory meanwhile; dK += dS^T Q. B N-major: 16 query lines
         // a step (2048 bytes), LBO = the 8 KB box.
-        const uint64_t b_don = mok_wgmma_desc(dO, kQBox, 1024), b_qn = mok_wgmma_desc(q, kQBox, 1024);
+        const uint32_t b_don = desc_lo(dO, kQBox), b_qn = desc_lo(q, kQBox);
         mok_wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dv, pa[k], b_don + 128 * k, 1);
+        for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dv, pa[k], desc(b_don + 128 * k), 1);
         mok_wgmma_commit();
+        if (dq_on) {
+            /* v2: slot s % 2 was read by the dQ of step s - 2 (at step s - 1) */
+            if (!v1 && s >= 2 && computes(s - 2, 1 - w)) named_sync(kBarFree + 2 * (1 - w) + (s & 1), 256);
+            const uint32_t at = ds_at + (v1 ? 0 : (s & 1) * 2 * kDsBytes);
 #pragma unroll
-        for (int k = 0; k < 4; k++)
+            for (int k = 0; k < 4; k++)
 #pragma unroll
-            for (int r = 0; r < 4; r++) /* line rl + 8(r & 1), queries 16k + 8(r >> 1) + 2qd, +1 */
-                st_shared_xor(ds_at + 8 * 128 * (r & 1), (2 * k + (r >> 1)) << 4, da[k][r]);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+                for (int r = 0; r < 4; r++) /* line rl + 8(r & 1), queries 16k + 8(r >> 1) + 2qd, +1 */
+                    st_shared_xor(at + 8 * 128 * (r & 1), (2 * k + (r >> 1)) << 4, da[k][r]);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+            /* v2: for the other consumer's dQ of step s, at its step s + 1 */
+            if (!v1 && computes(s, 1 - w)) named_arrive(kBarReady + 2 * w + (s & 1), 256);
+        }
         mok_wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dk, da[k], b_qn + 128 * k, 1);
+        for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dk, da[k], desc(b_qn + 128 * k), 1);
         mok_wgmma_commit();
-        named_sync(2 + w, 128); /* the consumer's four warps have written dS^T */
+        if (v1) named_sync(kBarConsumer + w, 128); /* the consumer's four warps have written dS^T */
         mok_wgmma_wait<0>();
         flash_fence_acc(dv);
         flash_fence_acc(dk);
-        mok_mbar_arrive(&bars->empty[st]); /* Q, dO and the stats of this stage are read */
+        arrive_bar(bar + offsetof(Bars, empty) + 8 * st); /* Q, dO and the stats of this stage are read */
 
-        // dQ partial = dS K over this consumer's 64 keys: A = dS^T M-major, B = K N-major.
-        float dq[DN];
-        mok_wgmma_fence();
+        if (v1) {
+            // dQ partial = dS K over this consumer's 64 keys: A = dS^T M-major, B = K N-major.
+            uint32_t b_kn = b_kn0, a_ds = a_ds0;
+            asm volatile("" : "+r"(b_kn), "+r"(a_ds));
+            float dq[DN];
+            mok_wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            if (k == 0) flash_wgmma_ss_set<1, 1>(dq, a_ds, b_kn);
-            else flash_wgmma_ss<1, 1>(dq, a_ds + 128 * k, b_kn + 128 * k, 1);
+            for (int k = 0; k < 4; k++) {
+                if (k == 0) flash_wgmma_ss_set<1, 1>(dq, desc(a_ds), desc(b_kn));
+                else flash_wgmma_ss<1, 1>(dq, desc(a_ds + 128 * k), desc(b_kn + 128 * k), 1);
+            }
+            mok_wgmma_commit();
+            mok_wgmma_wait<0>();
+            flash_fence_acc(dq);
+            spin_bar(bar + offsetof(Bars, xempty), (s & 1) ^ 1u); /* the writer is done with the previous step */
+            /* row rl (+ 8hf) of this consumer's X, columns 8i + 2qd, +1; rows padded to D + 4 floats:
+             * the float2 writes (8 rows a warp) hit each bank twice, the minimum */
+            float *x = reinterpret_cast<float *>(sm + L::x) + w * 64 * L::kXRow + rl * L::kXRow + 2 * qd;
+#pragma unroll
+            for (int i = 0; i < D / 8; i++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++)
+                    *reinterpret_cast<float2 *>(x + 8 * hf * L::kXRow + 8 * i) =
+                        make_float2(dq[4 * i + 2 * hf], dq[4 * i + 2 * hf + 1]);
+            arrive_bar(bar + offsetof(Bars, xfull));
+        } else if (dq_on && s >= 1 && computes(s - 1, w)) {
+            dq_v2(s - 1);
         }
-        mok_wgmma_commit();
-        mok_wgmma_wait<0>();
-        flash_fence_acc(dq);
-        flash_spin_bar(&bars->xempty, (s & 1) ^ 1u); /* the writer is done with the previous step */
-#pragma unroll
-        for (int i = 0; i < D / 8; i++)
-#pragma unroll
-            for (int hf = 0; hf < 2; hf++) /* row rl + 8hf, columns 8i + 2qd, +1 */
-                *reinterpret_cast<float2 *>(x + 8 * hf * L::kXRow + 8 * i) =
-                    make_float2(dq[4 * i + 2 * hf], dq[4 * i + 2 * hf + 1]);
-        mok_mbar_arrive(&bars->xfull);
     }
+    if (!v1 && dq_on && computes(it.steps - 1, w)) dq_v2(it.steps - 1);
 
     // dK (times the scale) and dV, rows below T.
     const long ld = (long)p.Hkv * D;
@@ -400,18 +658,24 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, Bars
 
 #endif
 
-template <int D>
+template <int D, int M>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ Params p, const __grid_constant__ Maps maps) {
 #if MOK_SM90
+    constexpr bool v1 = (M & kModeV1) != 0;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
-    Bars *bars = reinterpret_cast<Bars *>(sm + Layout<D>::bars);
+    Bars *bars = reinterpret_cast<Bars *>(sm + Layout<D, M>::bars);
     if (threadIdx.x == 0) {
         mok_mbar_init(&bars->kv, 1);
-        for (int s = 0; s < 2; s++) mok_mbar_init(&bars->full[s], 1 + 32), mok_mbar_init(&bars->empty[s], 256);
-        mok_mbar_init(&bars->xfull, 256);
-        mok_mbar_init(&bars->xempty, 64);
+        for (int s = 0; s < 2; s++) {
+            mok_mbar_init(&bars->full[s], 1 + 32), mok_mbar_init(&bars->empty[s], 256);
+            /* v1: xfull[0] (both consumers), xempty[0] (the 64 writer threads); v2, per slot: the
+             * consumers that compute dQ (both at D = 128), the storer, the loader */
+            mok_mbar_init(&bars->xfull[s], v1 || kSplitN<D> ? 256 : 128);
+            mok_mbar_init(&bars->xempty[s], v1 ? 64 : 1);
+            mok_mbar_init(&bars->yfull[s], 1);
+        }
         mok_mbar_fence_init();
         bars->item = atomicAdd(p.ctr, 1u);
     }
@@ -426,18 +690,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<kProducerRegs>();
-        const int warp = threadIdx.x >> 5;
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         if (warp == 0) {
-            if (threadIdx.x == 0) produce<D>(maps, p, sm, bars, it);
+            if (lane == 0) produce<D, M>(maps, p, sm, bars, it);
         } else if (warp == 1) {
-            load_stats<D>(p, sm, bars, it);
-        } else {
-            write_dq<D>(p, sm, bars, it);
+            load_stats<D, M>(p, sm, bars, it);
+        } else if (v1) {
+            write_dq_v1<D, M>(p, sm, bars, it);
+        } else if (!(M & kDiagNoDq) && lane == 0) {
+            if (warp == 2) load_sums<D, M>(p, sm, bars, it);
+            else store_sums<D, M>(p, sm, bars, it);
         }
         return;
     }
     mok_setmaxnreg_inc<kConsumerRegs>();
-    consume<D>(p, sm, bars, it, wg - 1);
+    consume<D, M>(p, sm, it, wg - 1);
 #else
     __trap();
 #endif
@@ -449,13 +716,47 @@ size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 size_t counter_bytes(int B, int T, int Hq) { return round256((1 + (size_t)B * Hq * blocks_of(T, kQRows)) * 4); }
 
-template <int D>
+template <int D, int M>
 void launch(const Params &p, const Maps &maps, cudaStream_t stream) {
     const long grid = blocks_of(p.T, kKvRows) * p.B * p.Hkv;
-    cudaCheck(cudaFuncSetAttribute(flash_bwd_sm90_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   smem_bytes<D>()));
-    flash_bwd_sm90_kernel<D><<<(unsigned)grid, kThreads, smem_bytes<D>(), stream>>>(p, maps);
+    cudaCheck(cudaFuncSetAttribute(flash_bwd_sm90_kernel<D, M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   smem_bytes<D, M>()));
+    flash_bwd_sm90_kernel<D, M><<<(unsigned)grid, kThreads, smem_bytes<D, M>(), stream>>>(p, maps);
     cudaCheckLaunch();
+}
+
+/* DIAGNOSTIC: the kernel mode MOKC_FLASH_BWD_DIAG names (unset or empty: 0, the backward). An
+ * unknown name, or any at D = 64, stops the run. Says once on stderr which one runs. */
+int diag_mode(int D) {
+    static const struct {
+        const char *name;
+        int mode;
+    } modes[] = {{"nodq", kDiagNoDq},
+                 {"noglobal", kDiagNoGlobal},
+                 {"nochain", kDiagNoChain},
+                 {"v1", kModeV1},
+                 {"v1-nowriter", kModeV1 | kDiagNoWriter},
+                 {"v1-noglobal", kModeV1 | kDiagNoGlobal},
+                 {"v1-nochain", kModeV1 | kDiagNoChain}};
+    const char *env = getenv("MOKC_FLASH_BWD_DIAG");
+    if (!env || !env[0]) return 0;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(env, modes[i].name) || D != 128) continue;
+        static int said = 0;
+        if (!said) {
+            fprintf(stderr, "flash_attention_backward_sm90: DIAGNOSTIC MOKC_FLASH_BWD_DIAG=%s (%s)\n", env,
+                    modes[i].mode == kModeV1 ? "the previous dQ scheme, exact" : "dq is NOT computed right");
+            said = 1;
+        }
+        return modes[i].mode;
+    }
+    char what[200];
+    snprintf(what, sizeof what,
+             "MOKC_FLASH_BWD_DIAG='%s' (head dim %d): use nodq, noglobal, nochain, v1, v1-nowriter, v1-noglobal, "
+             "v1-nochain, at head dim 128",
+             env, D);
+    mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
+    return 0;
 }
 
 } // namespace
@@ -475,6 +776,7 @@ extern "C" void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv
         snprintf(what, sizeof what, "flash_attention_backward_sm90: head dim %d (the wgmma backward takes 64, 128)", D);
         mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
     }
+    const int mode = diag_mode(D);
     Params p;
     p.dq = reinterpret_cast<__nv_bfloat16 *>(dq), p.dk = reinterpret_cast<__nv_bfloat16 *>(dk);
     p.dv = reinterpret_cast<__nv_bfloat16 *>(dv);
@@ -491,6 +793,18 @@ extern "C" void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv
     sm90_encode(&maps.v, v, 2, (long)Hkv * D, (long)B * T, 1, kKvRows);
     /* the ticket and the counters start at 0; the partial sums need no clearing (first writes) */
     cudaCheck(cudaMemsetAsync(work, 0, counter_bytes(B, T, Hq), stream));
-    if (D == 128) launch<128>(p, maps, stream);
-    else launch<64>(p, maps, stream);
+    if (D == 64) {
+        launch<64, 0>(p, maps, stream);
+        return;
+    }
+    switch (mode) { /* DIAGNOSTIC modes: delete with diag_mode */
+    case kDiagNoDq: launch<128, kDiagNoDq>(p, maps, stream); break;
+    case kDiagNoGlobal: launch<128, kDiagNoGlobal>(p, maps, stream); break;
+    case kDiagNoChain: launch<128, kDiagNoChain>(p, maps, stream); break;
+    case kModeV1: launch<128, kModeV1>(p, maps, stream); break;
+    case kModeV1 | kDiagNoWriter: launch<128, kModeV1 | kDiagNoWriter>(p, maps, stream); break;
+    case kModeV1 | kDiagNoGlobal: launch<128, kModeV1 | kDiagNoGlobal>(p, maps, stream); break;
+    case kModeV1 | kDiagNoChain: launch<128, kModeV1 | kDiagNoChain>(p, maps, stream); break;
+    default: launch<128, 0>(p, maps, stream); break;
+    }
 }
