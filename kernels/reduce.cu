@@ -1,6 +1,7 @@
 /*
  * Deterministic reductions (reduce.h). Per-thread sums over a fixed strided set of elements, then a
- * fixed block tree (warp butterflies, then warp partials the same way), all in double.
+ * fixed block tree (warp butterflies, then warp partials the same way), all in double. The split-K
+ * partials: one thread per element (or float4), the partials in index order.
  */
 #include "reduce.h"
 
@@ -46,6 +47,35 @@ __global__ void __launch_bounds__(kSumThreads) sum_kernel(double *out, const T *
     if (threadIdx.x == 0) *out = (accumulate ? *out : 0.0) + s;
 }
 
+constexpr int kPartsThreads = 256;
+
+/* Element i .. i + VEC - 1 of gpu_sum_partials_f32. */
+template <int VEC>
+__device__ __forceinline__ void sum_partials_at(float *out, const float *parts, long i, long stride, int S,
+                                                float beta) {
+    float acc[VEC], v[VEC];
+    load_f32<VEC>(acc, parts + i);
+    for (int s = 1; s < S; s++) {
+        load_f32<VEC>(v, parts + (long)s * stride + i);
+        for (int j = 0; j < VEC; j++) acc[j] += v[j];
+    }
+    if (beta != 0.0f) {
+        load_f32<VEC>(v, out + i);
+        for (int j = 0; j < VEC; j++) acc[j] = __fmaf_rn(beta, v[j], acc[j]);
+    }
+    store_f32<VEC>(out + i, acc);
+}
+
+/* Groups of VEC elements over [0, n / VEC * VEC), then the tail element by element. */
+template <int VEC>
+__global__ void __launch_bounds__(kPartsThreads)
+    sum_partials_kernel(float *out, const float *parts, long n, long stride, int S, float beta) {
+    const long t0 = (long)blockIdx.x * blockDim.x + threadIdx.x, step = (long)gridDim.x * blockDim.x;
+    const long groups = n / VEC;
+    for (long g = t0; g < groups; g += step) sum_partials_at<VEC>(out, parts, g * VEC, stride, S, beta);
+    for (long i = groups * VEC + t0; i < n; i += step) sum_partials_at<1>(out, parts, i, stride, S, beta);
+}
+
 } // namespace
 
 extern "C" void gpu_sumsq_partials(double *partials, const float *x, long n, cudaStream_t stream) {
@@ -70,4 +100,16 @@ extern "C" void gpu_sum_f32(double *out, const float *x, long n, int accumulate,
 extern "C" void gpu_sumsq(double *out, double *partials, const float *x, long n, int accumulate, cudaStream_t stream) {
     gpu_sumsq_partials(partials, x, n, stream);
     gpu_sum_f64(out, partials, REDUCE_PARTIALS, accumulate, stream);
+}
+
+extern "C" void gpu_sum_partials_f32(float *out, const float *parts, long n, long stride, int S, float beta,
+                                     cudaStream_t stream) {
+    if (n <= 0 || S < 1) return;
+    if (aligned16(out) && aligned16(parts) && stride % 4 == 0)
+        sum_partials_kernel<4><<<grid_for(n / 4, kPartsThreads), kPartsThreads, 0, stream>>>(out, parts, n, stride,
+                                                                                              S, beta);
+    else
+        sum_partials_kernel<1><<<grid_for(n, kPartsThreads), kPartsThreads, 0, stream>>>(out, parts, n, stride, S,
+                                                                                          beta);
+    cudaCheckLaunch();
 }

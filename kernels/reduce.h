@@ -2,7 +2,8 @@
  * Deterministic reductions on the GPU, results in double on the device: the global gradient norm
  * (sum of squares) and plain sums (the mean loss). No atomics: a fixed grid writes per-block
  * partial sums, then one block sums the partials in a fixed order, so a result is bitwise the same
- * run to run for the same inputs and the same calls. All accumulation is in double.
+ * run to run for the same inputs and the same calls. All accumulation is in double, except the
+ * element-wise fp32 sum of split-K partials (gpu_sum_partials_f32, last below).
  *
  * Gradient norm over several ranges (tensors, or the dense and expert parts of the flat buffer):
  *   double *partials;  // device, K * REDUCE_PARTIALS doubles
@@ -41,6 +42,14 @@ void gpu_sum_f32(double *out, const float *x, long n, int accumulate, cudaStream
 /* *out = (accumulate ? *out : 0) + sum_{i<n} (double)x[i]^2: gpu_sumsq_partials into `partials`
  * (REDUCE_PARTIALS device doubles of scratch, overwritten) then gpu_sum_f64. */
 void gpu_sumsq(double *out, double *partials, const float *x, long n, int accumulate, cudaStream_t stream);
+
+/* out[i] = p_0[i] + p_1[i] + ... + p_{S-1}[i] added in that order, then fmaf(beta, out[i], sum)
+ * when beta != 0 (out is not read when beta == 0), for i < n, with p_s = parts + s * stride
+ * (stride >= n, S >= 1). fp32, device; the split-K reduction of src/gpu/gemm.h. The same
+ * operations for every element whatever the alignment (float4 accesses when out, parts and stride
+ * allow): bitwise reproducible. */
+void gpu_sum_partials_f32(float *out, const float *parts, long n, long stride, int S, float beta,
+                          cudaStream_t stream);
 
 #ifdef __cplusplus
 }

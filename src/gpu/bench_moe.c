@@ -337,6 +337,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
             moe_mok_phases_collect(m, sum, calls);
         }
         moe_mok_set_phases(m, 0);
+        moe_mok_trace_print(m, s);
     }
     for (int i = 0; i < MOK_PH_COUNT; i++) {
         const int n = calls[i < MOK_FWD_MARKS - 1 ? 0 : 1];

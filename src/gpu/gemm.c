@@ -3,13 +3,15 @@
  * Single GEMMs go through cuBLASLt: each distinct problem gets its descriptors and the
  * heuristic's first algorithm once (a small cache), so repeated calls cost one cublasLtMatmul.
  * No workspace: the algorithms then need no split-K reduction buffer, there is no per-stream state
- * to manage, and each output element is summed in one place. */
+ * to manage, and each output element is summed in one place. Split-K, where wanted, is ours
+ * (gemm_rm_splitk): a batched GEMM over K chunks, then a fixed-order sum of the partials. */
 #include "gpu/gemm.h"
 
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/reduce.h"
 #include "common.h"
 #include "gpu/check.h"
 
@@ -21,7 +23,9 @@ typedef struct {
     int trans_a, trans_b, M, N, K, accumulate;
     GemmType ta, tb, tc;
     int device;
-    uint32_t align_a, align_b, align_c; /* bytes the pointers are aligned to (at most 256) */
+    uint32_t align_a, align_b, align_c; /* bytes the pointers (and batch strides) are aligned to, <= 256 */
+    int lda, ldb, ldc, batch;           /* row-major leading dimensions; problems in one launch */
+    long long stride_a, stride_b, stride_c; /* elements between batch members (batch > 1) */
 } PlanKey;
 
 typedef struct {
@@ -54,12 +58,22 @@ static const Plan *plan_of(const PlanKey *key) {
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-    /* Stored shapes (column-major rows x cols, leading dimension = rows). */
+    /* Stored shapes (column-major rows x cols; the row-major leading dimension is the column-major one). */
     int b_rows = key->trans_b ? key->K : key->N, b_cols = key->trans_b ? key->N : key->K;
     int a_rows = key->trans_a ? key->M : key->K, a_cols = key->trans_a ? key->K : key->M;
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), (uint64_t)b_rows, (uint64_t)b_cols, b_rows));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), (uint64_t)a_rows, (uint64_t)a_cols, a_rows));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), (uint64_t)key->N, (uint64_t)key->M, key->N));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), (uint64_t)b_rows, (uint64_t)b_cols, key->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), (uint64_t)a_rows, (uint64_t)a_cols, key->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), (uint64_t)key->N, (uint64_t)key->M, key->ldc));
+    if (key->batch > 1) {
+        const cublasLtMatrixLayout_t lay[3] = {p->la, p->lb, p->lc};
+        const int64_t stride[3] = {key->stride_a, key->stride_b, key->stride_c};
+        for (int i = 0; i < 3; i++) {
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &key->batch,
+                                                         sizeof key->batch));
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                         &stride[i], sizeof stride[i]));
+        }
+    }
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws_bytes = 0;
@@ -89,27 +103,45 @@ static const Plan *plan_of(const PlanKey *key) {
     return p;
 }
 
-static uint32_t alignment(const void *p) {
-    uintptr_t a = (uintptr_t)p;
+/* Of the pointer and, for a batch, of every member: the stride in bytes counts too. */
+static uint32_t alignment(const void *p, long long stride_bytes) {
+    uintptr_t a = (uintptr_t)p | (uintptr_t)stride_bytes;
     uint32_t align = 256;
     while (align > 1 && a % align != 0) align /= 2;
     return align;
 }
 
-void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
-             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
-    if (M == 0 || N == 0) return;
+static size_t type_bytes(GemmType t) { return t == GEMM_BF16 ? 2 : 4; }
+
+void gemm_rm_ld(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, int lda,
+                long long stride_a, const void *B, GemmType tb, int ldb, long long stride_b, void *C, GemmType tc,
+                int ldc, long long stride_c, int batch, float alpha, float beta) {
+    if (M == 0 || N == 0 || batch == 0) return;
+    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N || batch < 0)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_rm_ld: leading dimensions %d/%d/%d too small for %dx%dx%d (internal)",
+                 lda, ldb, ldc, M, N, K);
+    if (batch == 1) stride_a = stride_b = stride_c = 0;
     PlanKey key;
     memset(&key, 0, sizeof key); /* the key is compared as bytes: no stray padding */
     key.trans_a = trans_a, key.trans_b = trans_b, key.M = M, key.N = N, key.K = K, key.accumulate = beta != 0;
     key.ta = ta, key.tb = tb, key.tc = tc;
-    key.align_a = alignment(A), key.align_b = alignment(B), key.align_c = alignment(C);
+    key.align_a = alignment(A, stride_a * (long long)type_bytes(ta));
+    key.align_b = alignment(B, stride_b * (long long)type_bytes(tb));
+    key.align_c = alignment(C, stride_c * (long long)type_bytes(tc));
+    key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.batch = batch;
+    key.stride_a = stride_a, key.stride_b = stride_b, key.stride_c = stride_c;
     cudaCheck(cudaGetDevice(&key.device));
     const Plan *p = plan_of(&key);
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
     cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, C, p->lc, &p->algo, NULL, 0,
                                stream));
+}
+
+void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
+    gemm_rm_ld(h, trans_a, trans_b, M, N, K, A, ta, trans_a ? M : K, 0, B, tb, trans_b ? K : N, 0, C, tc, N, 0, 1,
+               alpha, beta);
 }
 
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
@@ -136,4 +168,97 @@ void gemm_rm_batched(cublasHandle_t h, int trans_a, int trans_b, int M, int N, i
     cublasCheck(cublasGemmBatchedEx(h, op_b, op_a, N, M, K, &alpha, (const void *const *)B, dtype(tb), ldb,
                                     (const void *const *)A, dtype(ta), lda, &beta, (void *const *)C, dtype(tc), ldc,
                                     batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* ---------- split-K (rule and constants in gemm.h) ---------- */
+
+enum {
+    SPLITK_TILE = 128,       /* nominal output tile edge, to count tiles */
+    SPLITK_MIN_CHUNK = 256,  /* shorter chunks spend more on the tile's prologue/epilogue than on k */
+    SPLITK_MAX_CHUNKS = 16,
+    SPLITK_MAX_TILES = 512,  /* S * tiles: the partials stay under 512 * 128 * 128 floats */
+    SPLITK_LAUNCH_STEPS = 48 /* one more launch and its tail, ~3 us */
+};
+#define SPLITK_ELEMS_PER_STEP 32768.0
+
+long gemm_splitk_partial_floats(int M, int N) { return ((long)M * N + 63) / 64 * 64; }
+
+static long splitk_tiles(int M, int N) {
+    return (long)((M + SPLITK_TILE - 1) / SPLITK_TILE) * ((N + SPLITK_TILE - 1) / SPLITK_TILE);
+}
+
+/* The largest S the rule considers, any GPU. */
+static int splitk_max_chunks(int M, int N, int K) {
+    const long tiles = splitk_tiles(M, N);
+    long s = K / SPLITK_MIN_CHUNK;
+    if (s > SPLITK_MAX_CHUNKS) s = SPLITK_MAX_CHUNKS;
+    if (tiles > 0 && s > SPLITK_MAX_TILES / tiles) s = SPLITK_MAX_TILES / tiles;
+    return s > 1 ? (int)s : 1;
+}
+
+/* Chunk length: floor(K / S), a multiple of 4 (16-byte chunk starts for fp32). */
+static int splitk_chunk(int K, int S) { return K / S / 4 * 4; }
+
+static double splitk_waves(long tiles, int sms) { return (double)((tiles + sms - 1) / sms); }
+
+/* The rule of gemm.h, S at most max_s. */
+static int splitk_choose(int M, int N, int K, int sms, int max_s) {
+    if (M <= 0 || N <= 0 || sms <= 0) return 1;
+    const long tiles = splitk_tiles(M, N);
+    const double mn = (double)M * N, one = splitk_waves(tiles, sms) * K;
+    int best = 1;
+    double best_cost = one;
+    for (int S = 2; S <= max_s; S++) {
+        const int kc = splitk_chunk(K, S), r = K - S * kc;
+        double c = splitk_waves(S * tiles, sms) * kc + S * mn / SPLITK_ELEMS_PER_STEP + SPLITK_LAUNCH_STEPS;
+        if (r > 0) c += SPLITK_LAUNCH_STEPS + splitk_waves(tiles, sms) * r + mn / SPLITK_ELEMS_PER_STEP;
+        if (c < best_cost) best = S, best_cost = c;
+    }
+    return best_cost * 8 <= one * 7 ? best : 1;
+}
+
+int gemm_splitk_chunks(int M, int N, int K, int sms) {
+    return splitk_choose(M, N, K, sms, splitk_max_chunks(M, N, K));
+}
+
+size_t gemm_splitk_scratch_bytes(int M, int N, int K) {
+    const int s = splitk_max_chunks(M, N, K);
+    return s > 1 ? (size_t)s * (size_t)gemm_splitk_partial_floats(M, N) * sizeof(float) : 0;
+}
+
+void gemm_rm_splitk_n(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const float *A, const float *B,
+                      float *C, float alpha, float beta, int S, float *scratch) {
+    if (M == 0 || N == 0) return;
+    if (S <= 1) {
+        gemm_rm(h, trans_a, trans_b, M, N, K, A, GEMM_F32, B, GEMM_F32, C, GEMM_F32, alpha, beta);
+        return;
+    }
+    const int kc = splitk_chunk(K, S), r = K - S * kc;
+    if (kc < 4)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_rm_splitk_n: K = %d is too short for %d chunks (internal)", K, S);
+    /* Chunk s of op(A): columns [s*kc, (s+1)*kc) of a stored (M, K) A, those rows of a stored (K, M)
+     * one; likewise for B. */
+    const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const long long step_a = trans_a ? (long long)kc * M : kc, step_b = trans_b ? kc : (long long)kc * N;
+    const long stride = gemm_splitk_partial_floats(M, N);
+    gemm_rm_ld(h, trans_a, trans_b, M, N, kc, A, GEMM_F32, lda, step_a, B, GEMM_F32, ldb, step_b, scratch, GEMM_F32, N,
+               stride, S, alpha, 0.0f);
+    if (r > 0)
+        gemm_rm_ld(h, trans_a, trans_b, M, N, r, A + S * step_a, GEMM_F32, lda, 0, B + S * step_b, GEMM_F32, ldb, 0,
+                   scratch + (S - 1) * stride, GEMM_F32, N, 0, 1, alpha, 1.0f);
+    cudaStream_t stream;
+    cublasCheck(cublasGetStream(h, &stream));
+    gpu_sum_partials_f32(C, scratch, (long)M * N, stride, S, beta, stream);
+}
+
+void gemm_rm_splitk(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const float *A, const float *B,
+                    float *C, float alpha, float beta, float *scratch, size_t scratch_bytes) {
+    if (M == 0 || N == 0) return;
+    int dev = 0, sms = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int max_s = splitk_max_chunks(M, N, K);
+    const size_t fits = scratch ? scratch_bytes / ((size_t)gemm_splitk_partial_floats(M, N) * sizeof(float)) : 0;
+    if ((size_t)max_s > fits) max_s = (int)fits;
+    gemm_rm_splitk_n(h, trans_a, trans_b, M, N, K, A, B, C, alpha, beta, splitk_choose(M, N, K, sms, max_s), scratch);
 }

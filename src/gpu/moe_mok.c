@@ -16,6 +16,7 @@
 #include "common.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
+#include "gpu/moe_router.h"
 
 /* ------------------------------------------------------------------------------------------------
  * Buffers (one table drives the byte count and the allocation)
@@ -70,6 +71,7 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     const size_t El = E / ep, mt = (size_t)mok_mt_max((long)R, (int)El);
     memset(l, 0, sizeof *l);
     add(l, &m->logits, T * E * 4);
+    add(l, &m->router_scratch, moe_router_scratch_bytes(N, d->C, d->E));
     add(l, &m->st.scores, T * E * 4);
     add(l, &m->st.gates, T * k * 4);
     add(l, &m->st.topk, T * k * 4);
@@ -302,6 +304,9 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
         fprintf(stderr, "moe_mok: MOKC_MOK_SKIP_DISPATCH=%s: ep_rank %d skips its dispatch (watchdog test)\n", env,
                 d->ep_rank);
     }
+    env = getenv("MOKC_MOK_TRACE");
+    if (env && strcmp(env, "1") == 0) /* the grid grows with the tile: room for the largest */
+        cudaCheck(cudaMalloc((void **)&m->trace, (size_t)m->sms * 4 * MOK_TRACE_SLOTS * sizeof(unsigned long long)));
 
     MokBufList l;
     layout(&l, m, d, N_max);
@@ -380,8 +385,32 @@ void moe_mok_phases_collect(MoeMok *m, double *ms, int *n) {
     }
 }
 
+void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
+    if (!m->trace) return;
+    cudaCheck(cudaStreamSynchronize(stream));
+    const int G = m->grid;
+    unsigned long long *h = mallocCheck((size_t)G * MOK_TRACE_SLOTS * sizeof *h);
+    cudaCheck(cudaMemcpy(h, m->trace, (size_t)G * MOK_TRACE_SLOTS * sizeof *h, cudaMemcpyDeviceToHost));
+    double s[MOK_TRACE_SLOTS] = {0};
+    for (int b = 0; b < G; b++)
+        for (int i = 0; i < MOK_TRACE_SLOTS; i++) s[i] += (double)h[(size_t)b * MOK_TRACE_SLOTS + i];
+    static const char *kinds[4] = {"dgrad", "wdown", "dx", "wgu"};
+    fprintf(stderr, "mok backward trace, ep_rank %d, %d blocks (ms per block; us per task):\n  waiting for tasks %.3f ms\n",
+            m->d.ep_rank, G, s[0] / G * 1e-6);
+    for (int k = 0; k < 4; k++) {
+        const double n = s[1 + 3 * k] > 0 ? s[1 + 3 * k] : 1;
+        fprintf(stderr,
+                "  %-5s %7.0f tasks  main loop %.3f ms (%.2f us/task)  epilogue %.3f ms (%.2f us/task)  producer "
+                "waiting on counters %.3f ms\n",
+                kinds[k], s[1 + 3 * k], s[2 + 3 * k] / G * 1e-6, s[2 + 3 * k] / n * 1e-3, s[3 + 3 * k] / G * 1e-6,
+                s[3 + 3 * k] / n * 1e-3, s[13 + k] / G * 1e-6);
+    }
+    free(h);
+}
+
 void moe_mok_destroy(MoeMok *m) {
     moe_mok_set_phases(m, 0);
+    if (m->trace) cudaCheck(cudaFree(m->trace));
     mokc_gpu_set_failure_report(NULL, NULL);
     MokBufList l;
     layout(&l, m, &m->d, m->N_max);
@@ -441,7 +470,8 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
         gpu_cast_f32_to_bf16(m->win_x, x, (long)N * C, stream);
     }
     x_bf16 = m->win_x;
-    gemm_rm(m->blas, 0, 0, N, E, C, x, GEMM_F32, wt->router, GEMM_F32, m->logits, GEMM_F32, 1.0f, 0.0f);
+    moe_router_forward(m->blas, m->logits, x, wt->router, N, C, E, m->router_scratch,
+                       moe_router_scratch_bytes(m->N_max, C, E));
     moe_mok_phase_mark(m, 1, stream);
     cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
     gpu_moe_route(st.scores, st.topk, st.gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,

@@ -88,6 +88,7 @@ typedef struct {
     MokState st;                /* forward-only calls */
     /* routing scratch, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
     float *logits;
+    float *router_scratch;      /* the router GEMMs' split-K partials (moe_router.h) */
     int *fail, *chunk_counts, *slot_rank, *expert_offset, *slot_iota;
     double *pnorm, *aux_partial, *psum, *aux;
     /* the EP group's slots, counters */
@@ -106,6 +107,7 @@ typedef struct {
     int N;                      /* tokens of the last forward, -1 before */
     MokFwdParams last;          /* the last forward's kernel parameters (moe_mok_dispatch_only) */
     MokPhases *phases;          /* NULL unless moe_mok_set_phases (benchmarks) */
+    unsigned long long *trace;  /* the backward kernel's trace (MOKC_MOK_TRACE=1), else NULL */
 } MoeMok;
 
 /* One layer's forward kept for its backward (training): the state in its own buffers and the
@@ -194,6 +196,10 @@ void moe_mok_phase_mark(MoeMok *m, int i, cudaStream_t stream);
  * backward (those that ran since the previous collect) into ms[MOK_PH_COUNT], counting calls
  * in n[2] (forwards, backwards). */
 void moe_mok_phases_collect(MoeMok *m, double *ms, int *n);
+
+/* With MOKC_MOK_TRACE=1 (diagnostic: the backward kernel built with timers, mok.h MOK_TRACE_SLOTS):
+ * synchronises and prints to stderr where the last backward kernel's time went, per task kind. */
+void moe_mok_trace_print(MoeMok *m, cudaStream_t stream);
 
 /* Synchronises; rows this owner received in the last forward (local ones included). */
 long moe_mok_rows_in(MoeMok *m, cudaStream_t stream);

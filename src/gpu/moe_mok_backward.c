@@ -15,6 +15,7 @@
 #include "gpu/check.h"
 #include "gpu/gemm.h"
 #include "gpu/moe_mok.h"
+#include "gpu/moe_router.h"
 
 /* The shared experts' backward (cuBLAS, as the unfused layer): adds into dx and their gradients. */
 static void shared_backward(float *dx, const MoeGpuGrads *g, const float *dy, const MokState *st, MoeMok *m,
@@ -99,6 +100,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     p.overwrite = g->overwrite_experts;
+    p.trace = m->trace;
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 2, stream);
     mok_backward_launch(&p, m->grid, stream);
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 3, stream);
@@ -111,9 +113,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
         gpu_moe_route_backward(m->logits, m->dgates, st->scores, st->topk, st->stat_counts, daux,
                                (double)N * m->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 6, stream);
-    if (N > 0) {
-        gemm_rm(m->blas, 1, 0, C, E, N, x, GEMM_F32, m->logits, GEMM_F32, g->router, GEMM_F32, 1.0f, 1.0f);
-        gemm_rm(m->blas, 0, 1, N, C, E, m->logits, GEMM_F32, wt->router, GEMM_F32, dx, GEMM_F32, 1.0f, 1.0f);
-    }
+    moe_router_backward(m->blas, g->router, dx, m->logits, x, wt->router, N, C, E, m->router_scratch,
+                        moe_router_scratch_bytes(m->N_max, C, E));
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 7, stream);
 }

@@ -18,6 +18,7 @@
 #include "common.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
+#include "gpu/moe_router.h"
 
 /* ------------------------------------------------------------------------------------------------
  * Shapes and the buffer layout (one table drives both the byte counts and the allocation)
@@ -100,6 +101,7 @@ static void work_layout(BufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, int 
     const size_t SI = (size_t)d->n_shared * I, R = (size_t)r_max(d, N);
     memset(l, 0, sizeof *l);
     add(l, &w->logits, T * E * 4);
+    add(l, &w->router_scratch, moe_router_scratch_bytes(N, d->C, d->E));
     add(l, &w->pnorm, T * 8);
     add(l, &w->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
     add(l, &w->psum, E * 8);
@@ -213,9 +215,10 @@ void moe_unfused_work_create(MoeUnfusedWork *w, const MoeGpuDims *d, int N_max, 
 }
 
 void moe_unfused_work_destroy(MoeUnfusedWork *w) {
-    void *dev[] = {w->logits, w->pnorm, w->aux_partial, w->psum, w->aux, w->fail, w->chunk_counts, w->slot_rank,
-                   w->recv_counts, w->x_bf16, w->xe, w->h, w->s_h, w->dgates, w->dye, w->dh, w->dpg, w->dpu,
-                   w->dxr, w->dy_bf16, w->ds_h, w->ds_gate, w->ds_up, w->stage, w->rows_out, w->dyr};
+    void *dev[] = {w->logits, w->router_scratch, w->pnorm, w->aux_partial, w->psum, w->aux, w->fail,
+                   w->chunk_counts, w->slot_rank, w->recv_counts, w->x_bf16, w->xe, w->h, w->s_h, w->dgates,
+                   w->dye, w->dh, w->dpg, w->dpu, w->dxr, w->dy_bf16, w->ds_h, w->ds_gate, w->ds_up, w->stage,
+                   w->rows_out, w->dyr};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) cudaCheck(cudaFree(dev[i]));
     if (w->blas) cublasCheck(cublasDestroy(w->blas));
@@ -342,7 +345,8 @@ void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const f
     }
 
     /* 1. router and routing */
-    gemm_rm(w->blas, 0, 0, N, E, C, x, GEMM_F32, wt->router, GEMM_F32, w->logits, GEMM_F32, 1.0f, 0.0f);
+    moe_router_forward(w->blas, w->logits, x, wt->router, N, C, E, w->router_scratch,
+                       moe_router_scratch_bytes(w->N_max, C, E));
     cudaCheck(cudaMemsetAsync(w->fail, 0, sizeof(int), stream));
     gpu_moe_route(a->scores, a->topk, a->gates, w->pnorm, w->fail, w->logits, expert_bias, N, E, k, d->sigmoid,
                   d->norm_topk, d->scaling, stream);
@@ -526,7 +530,7 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
         float *dlogits = w->logits;
         gpu_moe_route_backward(dlogits, w->dgates, a->scores, a->topk, a->stat_counts, daux,
                                (double)N * w->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
-        gemm_rm(w->blas, 1, 0, C, E, N, x, GEMM_F32, dlogits, GEMM_F32, g->router, GEMM_F32, 1.0f, 1.0f);
-        gemm_rm(w->blas, 0, 1, N, C, E, dlogits, GEMM_F32, wt->router, GEMM_F32, dx, GEMM_F32, 1.0f, 1.0f);
+        moe_router_backward(w->blas, g->router, dx, dlogits, x, wt->router, N, C, E, w->router_scratch,
+                            moe_router_scratch_bytes(w->N_max, C, E));
     }
 }

@@ -2,13 +2,18 @@
  * The row-major GEMM wrappers against the CPU's matmuls: every transpose combination, bf16 and
  * fp32 operands and outputs, accumulate (beta = 1), odd sizes and pointers into the middle of a
  * buffer (the cuBLASLt plans must honour their alignment), strided batches; bitwise repeatable.
+ * Split-K (fp32): its chunk rule and scratch bound, the GEMM against a double reference with and
+ * without a remainder chunk, and its fixed-order reduction kernel bit for bit.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/reduce.h"
 #include "cpu/ops.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
+#include "gpu/moe_router.h"
 #include "gpu_test.h"
 
 static uint64_t rng = 99;
@@ -59,6 +64,15 @@ static void reference(float *C, const float *A, const float *B, int ta, int tb, 
     free(Ar), free(Br);
 }
 
+/* got[0] within tol of ref (relative, no NaN) and got[1] the same bits; frees both. */
+static void check_runs(float *got[2], const float *ref, long n, double tol, const char *what) {
+    const double err = rel_error_f(got[0], ref, n);
+    const long nan = count_nan(got[0], n);
+    CHECK_MSG(err < tol && nan == 0, "%s: relative error %.3g, %ld NaN", what, err, nan);
+    CHECK_MSG(memcmp(got[0], got[1], sizeof(float) * (size_t)n) == 0, "%s: not repeatable", what);
+    free(got[0]), free(got[1]);
+}
+
 static void one_case(cublasHandle_t h, int ta, int tb, int M, int N, int K, GemmType tin, GemmType tout, int acc,
                      int skew) {
     int exact = tin == GEMM_BF16;
@@ -79,14 +93,12 @@ static void one_case(cublasHandle_t h, int ta, int tb, int M, int N, int K, Gemm
         got[run] = malloc(sizeof(float) * (size_t)M * N);
         to_float(got[run], dC, (long)M * N, tout);
     }
-    double err = rel_error_f(got[0], ref, (long)M * N);
-    double tol = tin == GEMM_BF16 || tout == GEMM_BF16 ? 1e-2 : 1e-5;
-    CHECK_MSG(err < tol && count_nan(got[0], (long)M * N) == 0,
-              "gemm %dx%dx%d trans %d/%d in %s out %s acc %d skew %d: relative error %.3g", M, N, K, ta, tb,
-              tin == GEMM_BF16 ? "bf16" : "f32", tout == GEMM_BF16 ? "bf16" : "f32", acc, skew, err);
-    CHECK_MSG(memcmp(got[0], got[1], sizeof(float) * (size_t)M * N) == 0, "gemm %dx%dx%d not repeatable", M, N, K);
+    char what[128];
+    snprintf(what, sizeof what, "gemm %dx%dx%d trans %d/%d in %s out %s acc %d skew %d", M, N, K, ta, tb,
+             tin == GEMM_BF16 ? "bf16" : "f32", tout == GEMM_BF16 ? "bf16" : "f32", acc, skew);
+    check_runs(got, ref, (long)M * N, tin == GEMM_BF16 || tout == GEMM_BF16 ? 1e-2 : 1e-5, what);
     cudaFree(ba), cudaFree(bb), cudaFree(bc);
-    free(A), free(B), free(C0), free(ref), free(got[0]), free(got[1]);
+    free(A), free(B), free(C0), free(ref);
 }
 
 static void test_gemm_rm(void) {
@@ -129,4 +141,169 @@ static void test_gemm_strided(void) {
     cublasDestroy(h);
 }
 
-TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_strided));
+/* ---------- split-K ---------- */
+
+/* The rule's picks on an H200 (gemm.h), and for any SM count: S within bounds, chunks of at least
+ * 256, partials within gemm_splitk_scratch_bytes. No GPU needed. */
+static void test_gemm_splitk_rule(void) {
+    const int h200[][4] = {{8192, 128, 2048, 2}, {2048, 128, 8192, 8}, {4096, 384, 7168, 4},
+                           {7168, 384, 4096, 3}, {8192, 2048, 128, 1}, {4096, 7168, 384, 1}};
+    for (int i = 0; i < 6; i++)
+        CHECK_MSG(gemm_splitk_chunks(h200[i][0], h200[i][1], h200[i][2], 132) == h200[i][3],
+                  "%dx%dx%d on 132 SMs: %d chunks, expected %d", h200[i][0], h200[i][1], h200[i][2],
+                  gemm_splitk_chunks(h200[i][0], h200[i][1], h200[i][2], 132), h200[i][3]);
+    const int shapes[][3] = {{8192, 128, 2048}, {2048, 128, 8192}, {4096, 384, 7168}, {7168, 384, 4096},
+                             {701, 128, 2048},  {2048, 128, 701},  {64, 32, 512},     {37, 23, 9000},
+                             {1, 1, 100000},    {8192, 2048, 128}, {300, 256, 520},   {4096, 128, 255}};
+    const size_t max_bytes = (size_t)16 * (512 * 128 * 128 + 64) * sizeof(float);
+    for (int i = 0; i < 12; i++) {
+        const int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        const size_t bound = gemm_splitk_scratch_bytes(M, N, K);
+        CHECK_MSG(bound <= max_bytes, "%dx%dx%d: scratch bound %zu bytes", M, N, K, bound);
+        for (int sms = 1; sms <= 256; sms++) {
+            const int S = gemm_splitk_chunks(M, N, K, sms);
+            const size_t need = S > 1 ? (size_t)S * gemm_splitk_partial_floats(M, N) * sizeof(float) : 0;
+            CHECK_MSG(S >= 1 && S <= 16 && (S == 1 || K / S >= 256) && need <= bound,
+                      "%dx%dx%d on %d SMs: %d chunks, %zu bytes of %zu", M, N, K, sms, S, need, bound);
+        }
+    }
+    /* the router's scratch covers its three GEMMs at every token count up to N_max */
+    const int router[][3] = {{8192, 2048, 128}, {4096, 7168, 384}, {3000, 1024, 64}};
+    for (int i = 0; i < 3; i++) {
+        const int N_max = router[i][0], C = router[i][1], E = router[i][2];
+        const size_t have = moe_router_scratch_bytes(N_max, C, E);
+        for (int n = 1; n <= N_max; n++) {
+            const size_t need[3] = {gemm_splitk_scratch_bytes(n, E, C), gemm_splitk_scratch_bytes(C, E, n),
+                                    gemm_splitk_scratch_bytes(n, C, E)};
+            for (int g = 0; g < 3; g++)
+                CHECK_MSG(need[g] <= have, "router N_max %d C %d E %d: GEMM %d at %d tokens needs %zu bytes of %zu",
+                          N_max, C, E, g, n, need[g], have);
+        }
+    }
+}
+
+/* alpha * op(A) op(B) + beta * C in double, rounded once. */
+static void reference_f64(float *C, const float *A, const float *B, int ta, int tb, int M, int N, int K, float alpha,
+                          float beta) {
+#pragma omp parallel for
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)(ta ? A[(size_t)k * M + m] : A[(size_t)m * K + k]) *
+                     (tb ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);
+            const double c = beta != 0 ? (double)beta * C[(size_t)m * N + n] : 0.0;
+            C[(size_t)m * N + n] = (float)(alpha * s + c);
+        }
+}
+
+/* One split-K GEMM in S chunks (S <= 0: the rule, scratch sized by gemm_splitk_scratch_bytes)
+ * against the double reference, run twice from the same C: every element written (C poisoned
+ * when beta == 0, the scratch always), the same bits both times. skew_c = 1 puts C off 16 bytes
+ * (the reduction's scalar path). */
+static void splitk_case(cublasHandle_t h, int ta, int tb, int M, int N, int K, int S, float alpha, float beta,
+                        int skew_c) {
+    const long mn = (long)M * N;
+    float *A = random_matrix((long)M * K, 0), *B = random_matrix((long)K * N, 0), *C0 = random_matrix(mn, 0);
+    float *ref = malloc(sizeof(float) * (size_t)mn), *got[2];
+    memcpy(ref, C0, sizeof(float) * (size_t)mn);
+    reference_f64(ref, A, B, ta, tb, M, N, K, alpha, beta);
+    void *ba, *bb, *bc;
+    const float *dA = device_copy(A, (long)M * K, GEMM_F32, 0, &ba);
+    const float *dB = device_copy(B, (long)K * N, GEMM_F32, 0, &bb);
+    const size_t scratch_bytes = S > 0 ? (size_t)S * gemm_splitk_partial_floats(M, N) * sizeof(float)
+                                       : gemm_splitk_scratch_bytes(M, N, K);
+    float *scratch = gpu_poisoned(scratch_bytes);
+    for (int run = 0; run < 2; run++) {
+        float *dC = device_copy(C0, mn, GEMM_F32, skew_c, &bc);
+        if (beta == 0) cudaCheck(cudaMemset(dC, 0xff, sizeof(float) * (size_t)mn));
+        if (S > 0) gemm_rm_splitk_n(h, ta, tb, M, N, K, dA, dB, dC, alpha, beta, S, scratch);
+        else gemm_rm_splitk(h, ta, tb, M, N, K, dA, dB, dC, alpha, beta, scratch, scratch_bytes);
+        got[run] = malloc(sizeof(float) * (size_t)mn);
+        to_float(got[run], dC, mn, GEMM_F32);
+        cudaFree(bc);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "split-K %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d", M, N, K, ta, tb, S,
+             alpha, beta, skew_c);
+    check_runs(got, ref, mn, 1e-5, what);
+    cudaFree(ba), cudaFree(bb), cudaFree(scratch);
+    free(A), free(B), free(C0), free(ref);
+}
+
+static void test_gemm_splitk(void) {
+    if (!gpu_test_begin()) return;
+    cublasHandle_t h;
+    cublasCheck(cublasCreate(&h));
+    /* ta, tb, M, N, K, S: the router's three GEMMs scaled down, K with and without a remainder
+     * (K - S * Kc, Kc = floor(K / S) rounded down to a multiple of 4), odd sizes, many chunks */
+    const int cases[][6] = {{0, 0, 512, 64, 1024, 2},  {0, 0, 512, 64, 1024, 3}, {0, 0, 512, 64, 1024, 4},
+                            {1, 0, 256, 48, 1000, 3},  {1, 0, 256, 48, 1000, 4}, {1, 0, 256, 48, 1000, 8},
+                            {0, 1, 300, 256, 520, 2},  {0, 1, 300, 256, 520, 3}, {1, 1, 37, 23, 777, 5},
+                            {0, 0, 37, 23, 777, 16},   {1, 0, 5, 3, 129, 7},     {0, 1, 64, 40, 4099, 11}};
+    for (int i = 0; i < 12; i++) {
+        const int *c = cases[i];
+        splitk_case(h, c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
+        splitk_case(h, c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
+        splitk_case(h, c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1);
+    }
+    /* the rule on this GPU (on an H200: 8, 8, 11 and 3 chunks), scratch from the bound: the router's
+     * shapes with fewer tokens */
+    splitk_case(h, 0, 0, 2048, 128, 2048, 0, 1.0f, 0.0f, 0);
+    splitk_case(h, 1, 0, 2048, 128, 2048, 0, 1.0f, 1.0f, 0);
+    splitk_case(h, 0, 0, 512, 384, 7168, 0, 1.0f, 0.0f, 0);
+    splitk_case(h, 1, 0, 7168, 384, 768, 0, 1.0f, 1.0f, 0);
+    /* no scratch: exactly gemm_rm */
+    {
+        const int M = 96, N = 40, K = 2048;
+        float *A = random_matrix((long)M * K, 0), *B = random_matrix((long)K * N, 0), got[2][96 * 40];
+        void *ba, *bb;
+        const float *dA = device_copy(A, (long)M * K, GEMM_F32, 0, &ba);
+        const float *dB = device_copy(B, (long)K * N, GEMM_F32, 0, &bb);
+        float *dC[2] = {gpu_poisoned(sizeof got[0]), gpu_poisoned(sizeof got[1])};
+        gemm_rm_splitk(h, 0, 0, M, N, K, dA, dB, dC[0], 1.0f, 0.0f, NULL, 0);
+        gemm_rm(h, 0, 0, M, N, K, dA, GEMM_F32, dB, GEMM_F32, dC[1], GEMM_F32, 1.0f, 0.0f);
+        gpu_download(got[0], dC[0], sizeof got[0]);
+        gpu_download(got[1], dC[1], sizeof got[1]);
+        CHECK_MSG(memcmp(got[0], got[1], sizeof got[0]) == 0, "split-K without scratch differs from gemm_rm");
+        cudaFree(ba), cudaFree(bb), cudaFree(dC[0]), cudaFree(dC[1]);
+        free(A), free(B);
+    }
+    cublasDestroy(h);
+}
+
+/* gpu_sum_partials_f32 against the same additions on the host, bit for bit: float4 and scalar
+ * paths (aligned or not out, a stride that is or is not a multiple of 4), beta 0 (out poisoned)
+ * and not. */
+static void test_sum_partials(void) {
+    if (!gpu_test_begin()) return;
+    const long n = 1003;
+    const int S = 3;
+    const long strides[2] = {1008, 1003};
+    for (int si = 0; si < 2; si++)
+        for (int skew = 0; skew < 2; skew++)
+            for (int b = 0; b < 2; b++) {
+                const long stride = strides[si];
+                const float beta = b ? 0.5f : 0.0f;
+                float *parts = random_matrix(stride * S, 0), *out0 = random_matrix(n, 0);
+                float *want = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+                for (long i = 0; i < n; i++) {
+                    float acc = parts[i];
+                    for (int s = 1; s < S; s++) acc += parts[(size_t)s * stride + i];
+                    want[i] = beta != 0 ? fmaf(beta, out0[i], acc) : acc;
+                }
+                void *bp, *bo;
+                float *dp = device_copy(parts, stride * S, GEMM_F32, 0, &bp);
+                float *dout = device_copy(out0, n, GEMM_F32, skew, &bo);
+                if (beta == 0) cudaCheck(cudaMemset(dout, 0xff, sizeof(float) * (size_t)n));
+                gpu_sum_partials_f32(dout, dp, n, stride, S, beta, 0);
+                to_float(got, dout, n, GEMM_F32);
+                CHECK_MSG(memcmp(got, want, sizeof(float) * (size_t)n) == 0,
+                          "sum of partials: stride %ld skew %d beta %g differs from the host", stride, skew, beta);
+                cudaFree(bp), cudaFree(bo);
+                free(parts), free(out0), free(want), free(got);
+            }
+}
+
+TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_strided), TEST_CASE(test_gemm_splitk_rule),
+           TEST_CASE(test_gemm_splitk), TEST_CASE(test_sum_partials));
