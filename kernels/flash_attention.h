@@ -56,9 +56,7 @@ void flash_attention_forward(bf16_t *out, float *lse, const bf16_t *q, const bf1
 /* The backward's kernel for head dim D: "wgmma" (flash_attention_bwd_sm90.cu: TMA + wgmma,
  * warp-specialised, dQ summed in a fixed order; D = 64 or 128 where the wgmma forward runs) or
  * "mma" (mma.sync, every supported D). MOKC_FLASH_BWD=mma|wgmma overrides; wgmma where it does
- * not run stops the run with an error. DIAGNOSTIC (temporary): MOKC_FLASH_BWD_DIAG picks a timing
- * probe of the wgmma kernel at D = 128 (flash_attention_bwd_sm90.cu; scripts/flash-bwd-diag.sh);
- * all but "v1" make dq wrong. */
+ * not run stops the run with an error. */
 const char *flash_attention_backward_kernel(int D);
 
 /* Device bytes of the backward's scratch for this shape: delta ((B, Hq, T) fp32, rounded up to

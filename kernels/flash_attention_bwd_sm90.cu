@@ -45,7 +45,9 @@
  *    floating-point atomics, a fixed order of additions, bitwise reproducible. Decreasing query
  *    blocks put (h, m) at the same step index in blocks j - 1 and j, so the chain costs each
  *    block one short lag at its start, not a wait per step. Two slots: the load for step s + 1
- *    and the store of step s - 1 overlap the consumers' step s.
+ *    and the store of step s - 1 overlap the consumers' step s. (The previous scheme, each
+ *    consumer's partial over its own 64 keys handed to warps 2-3 to add, load and store the sums,
+ *    was 2.5x slower on the H200.)
  * dK and dV (scale applied to dK) are written once at the end, in bf16, rows below T.
  *
  * Shared memory (offsets from a 1024-byte aligned base; tiles as kernels/mok/tile_wgmma.cuh,
@@ -60,16 +62,6 @@
  *   sums      2 slots (step parity) x 64 x D fp32 (the dQ sums, accumulator layout).
  *   stats     2 stages x (-lse * log2 e, delta) x 64 floats; then the mbarriers.
  * D = 128: 32 + 32 + 64 + 32 + 64 + 1 KB = 225 KB; D = 64: 129 KB.
- *
- * DIAGNOSTICS (MOKC_FLASH_BWD_DIAG, read by the host at each launch; kernel template modes, D = 128
- * only; delete once the backward's time is understood): "v1" runs the previous dQ scheme (each
- * consumer's partial over its own 64 keys handed to warps 2-3, which add the two, load the running
- * sum with cp.async, add and store it: exact, for an A/B in one run); the others remove one cost
- * and make dq wrong: "nodq" (no dQ product, no dQ traffic: dK and dV only), "noglobal" (dQ
- * products and the shared-memory handoff, but no counters and no global loads or stores of the
- * sums), "nochain" (no wait on the counters), "v1-nowriter" (v1, warps 2-3 only hand the buffer
- * back), "v1-noglobal" (v1, the writer's shared-memory passes without counters or global traffic),
- * "v1-nochain" (v1 without the counter wait).
  */
 #include "flash_attention.h"
 
@@ -77,8 +69,6 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "device_util.cuh"
 #include "flash_sm90.cuh"
@@ -89,23 +79,12 @@ constexpr int kThreads = 384, kKvRows = 128, kQRows = 64;
 constexpr int kKvBox = kKvRows * 128, kQBox = kQRows * 128; // bytes of one 64-column box
 constexpr int kDsBytes = 64 * 64 * 2;                       // one consumer's dS^T
 
-/* Kernel modes (template bits). 0: the backward. The rest are DIAGNOSTICS (see the top). */
-enum : int {
-    kModeV1 = 1,        // the previous dQ scheme (exact)
-    kDiagNoDq = 2,      // v2: no dQ at all
-    kDiagNoGlobal = 4,  // no counters, no global traffic of the dQ sums
-    kDiagNoChain = 8,   // no counter waits
-    kDiagNoWriter = 16, // v1: the writer only hands the buffer back
-};
-
-template <int D, int M>
+template <int D>
 struct Layout {
-    static constexpr bool v1 = (M & kModeV1) != 0;
     static constexpr int kKvTile = D / 64 * kKvBox, kQTile = D / 64 * kQBox;
-    static constexpr int kXRow = D + 4, kX = 64 * kXRow * 4; // v1: a consumer's fp32 partial, padded rows
-    static constexpr int kSum = 64 * D * 4;                  // v2: one slot of dQ sums
+    static constexpr int kSum = 64 * D * 4; // one slot of dQ sums
     static constexpr int k = 0, v = kKvTile, q = 2 * kKvTile, dO = q + 2 * kQTile, ds = dO + 2 * kQTile;
-    static constexpr int x = ds + (v1 ? 2 : 4) * kDsBytes, stats = x + (v1 ? 2 * kX : 2 * kSum);
+    static constexpr int x = ds + 4 * kDsBytes, stats = x + 2 * kSum;
     static constexpr int bars = stats + 4 * 64 * 4;
 };
 
@@ -114,28 +93,20 @@ struct Bars {
     unsigned item;
 };
 
-template <int D, int M>
+template <int D>
 constexpr int smem_bytes() {
-    return 1024 + Layout<D, M>::bars + (int)sizeof(Bars); // alignment slack, tiles, barriers
+    return 1024 + Layout<D>::bars + (int)sizeof(Bars); // alignment slack, tiles, barriers
 }
 /* TMA's 128-byte swizzle and the wgmma descriptors (base offset 0) need 1024-byte aligned tiles;
  * the bulk copies 16-byte aligned slots. */
-template <int D, int M>
+template <int D>
 constexpr bool tiles_aligned() {
-    using L = Layout<D, M>;
+    using L = Layout<D>;
     return (L::k | L::v | L::q | L::dO | L::ds | L::kQTile | kDsBytes) % 1024 == 0 &&
            (L::x | L::stats | L::kSum) % 16 == 0;
 }
-template <int... Ms>
-struct Modes {};
-/* The modes launched at D = 128 (the DIAGNOSTIC ones with the backward) and at D = 64. */
-using Modes128 = Modes<0, kDiagNoDq, kDiagNoGlobal, kDiagNoChain, kModeV1, kModeV1 | kDiagNoWriter,
-                       kModeV1 | kDiagNoGlobal, kModeV1 | kDiagNoChain>;
-template <int D, int... Ms>
-constexpr bool layouts_fit(Modes<Ms...>) {
-    return ((tiles_aligned<D, Ms>() && smem_bytes<D, Ms>() <= 227 * 1024) && ...);
-}
-static_assert(layouts_fit<128>(Modes128{}) && layouts_fit<64>(Modes<0>{}),
+static_assert(tiles_aligned<128>() && tiles_aligned<64>() && smem_bytes<128>() <= 227 * 1024 &&
+                  smem_bytes<64>() <= 227 * 1024,
               "tile alignment, or more shared memory than one block has");
 
 struct Maps {
@@ -160,12 +131,12 @@ struct Item {
 
 constexpr int kProducerRegs = 40, kConsumerRegs = 232; // 128 x 40 + 256 x 232 = 384 x 168
 
-/* Named barriers: 0 is __syncthreads; 1 the v1 writer's; 2 + w consumer w's (v1); v2, 256 threads
- * (both consumers): READY + 2w + parity (consumer w's dS^T of a step of that parity is written),
- * FREE + 2w + parity (consumer w's dQ of that step has read the slot). */
-constexpr int kBarWriter = 1, kBarConsumer = 2, kBarReady = 4, kBarFree = 8;
+/* Named barriers (0 is __syncthreads), 256 threads (both consumers): READY + 2w + parity, ids 4-7
+ * (consumer w's dS^T of a step of that parity is written); FREE + 2w + parity, ids 8-11 (consumer
+ * w's dQ of that step has read the slot). */
+constexpr int kBarReady = 4, kBarFree = 8;
 
-/* v2: at D = 128 both consumers compute dQ every step, 64 columns each; at D = 64 they alternate. */
+/* At D = 128 both consumers compute dQ every step, 64 columns each; at D = 64 they alternate. */
 template <int D>
 constexpr bool kSplitN = D == 128;
 
@@ -183,10 +154,6 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 __device__ __forceinline__ void st_shared_xor(uint32_t addr, uint32_t x, uint32_t v) {
     asm volatile("{\n.reg .b32 a;\nxor.b32 a, %0, %1;\nst.shared.u32 [a], %2;\n}\n" ::"r"(addr), "r"(x), "r"(v)
                  : "memory");
-}
-
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mok_smem_u32(dst)), "l"(src) : "memory");
 }
 
 /* bytes (a multiple of 16, both addresses 16-byte aligned) global -> shared by the TMA unit,
@@ -243,9 +210,8 @@ __device__ __forceinline__ void wait_counter(const unsigned *c, unsigned v) {
     }
 }
 
-/* *c = v (release, GPU scope). After a barrier of the writer threads (or this thread's completed
- * bulk store): their stores before it happen before any read that follows an acquire of v
- * (release is cumulative). */
+/* *c = v (release, GPU scope). After this thread's completed bulk store (and a proxy fence): its
+ * writes happen before any read that follows an acquire of v. */
 __device__ __forceinline__ void release_counter(unsigned *c, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(c), "r"(v) : "memory");
 }
@@ -265,10 +231,10 @@ __device__ __forceinline__ Step step_of(const Params &p, const Item &it, int s) 
 }
 
 /* Warp 0 lane 0: K and V once, then Q and dO of every step into the stage ring. */
-template <int D, int M>
+template <int D>
 __device__ __forceinline__ void produce(const Maps &maps, const Params &p, unsigned char *sm, Bars *bars,
                                         const Item &it) {
-    using L = Layout<D, M>;
+    using L = Layout<D>;
     const int row0 = it.b * p.T;
     mok_mbar_arrive_expect_tx(&bars->kv, 2 * L::kKvTile);
     for (int c = 0; c < D / 64; c++) {
@@ -289,10 +255,10 @@ __device__ __forceinline__ void produce(const Maps &maps, const Params &p, unsig
 }
 
 /* Warp 1: -lse * log2 e and delta of each step's 64 query rows (0 past T) into its stage. */
-template <int D, int M>
+template <int D>
 __device__ __forceinline__ void load_stats(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
     const int lane = threadIdx.x & 31;
-    float *stats = reinterpret_cast<float *>(sm + Layout<D, M>::stats);
+    float *stats = reinterpret_cast<float *>(sm + Layout<D>::stats);
     for (int s = 0; s < it.steps; s++) {
         const int st = s & 1, h = it.h0 + s % p.group, t0 = kQRows * (p.NQ - 1 - s / p.group);
         const long row = ((long)it.b * p.Hq + h) * p.T;
@@ -307,39 +273,39 @@ __device__ __forceinline__ void load_stats(const Params &p, unsigned char *sm, B
     }
 }
 
-/* v2, warp 2 lane 0: the sum of kv blocks 0 .. j-1 of each step into sum slot s % 2, once the
+/* Warp 2 lane 0: the sum of kv blocks 0 .. j-1 of each step into sum slot s % 2, once the
  * storer has finished with step s - 2 (its slot) and block j - 1 has stored that sum. Block 0
  * only hands the slot over. */
-template <int D, int M>
+template <int D>
 __device__ __forceinline__ void load_sums(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
-    using L = Layout<D, M>;
+    using L = Layout<D>;
     for (int s = 0; s < it.steps; s++) {
         const int slot = s & 1;
         const Step t = step_of(p, it, s);
         if (s >= 2) flash_wait_bar(&bars->xempty[slot], ((s >> 1) - 1) & 1);
-        if (t.first || (M & kDiagNoGlobal)) {
+        if (t.first) {
             mok_mbar_arrive(&bars->yfull[slot]);
             continue;
         }
-        if (!(M & kDiagNoChain)) wait_counter(p.ctr + 1 + t.slot, (unsigned)it.j);
+        wait_counter(p.ctr + 1 + t.slot, (unsigned)it.j);
         mok_fence_proxy_async_global(); /* block j-1's stores, seen by the acquire, before the bulk read */
         mok_mbar_arrive_expect_tx(&bars->yfull[slot], L::kSum);
         bulk_load(sm + L::x + slot * L::kSum, p.acc + t.slot * 64 * D, L::kSum, &bars->yfull[slot]);
     }
 }
 
-/* v2, warp 3 lane 0: once the consumers have written the new sum of step s into its slot, stores it
+/* Warp 3 lane 0: once the consumers have written the new sum of step s into its slot, stores it
  * (not for the diagonal block, which wrote dq itself), waits for the writes to complete, sets the
  * counter to j + 1 and hands the slot back to the loader. Its timed waits are the watchdog of the
  * consumers. */
-template <int D, int M>
+template <int D>
 __device__ __forceinline__ void store_sums(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
-    using L = Layout<D, M>;
+    using L = Layout<D>;
     for (int s = 0; s < it.steps; s++) {
         const int slot = s & 1;
         const Step t = step_of(p, it, s);
         flash_wait_bar(&bars->xfull[slot], (s >> 1) & 1);
-        if (!t.last && !(M & kDiagNoGlobal)) {
+        if (!t.last) {
             bulk_store_wait(p.acc + t.slot * 64 * D, sm + L::x + slot * L::kSum, L::kSum);
             mok_fence_proxy_async_global();
             release_counter(p.ctr + 1 + t.slot, (unsigned)it.j + 1);
@@ -348,110 +314,36 @@ __device__ __forceinline__ void store_sums(const Params &p, unsigned char *sm, B
     }
 }
 
-__device__ __forceinline__ float4 add4(float4 a, float4 b) {
-    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-}
-
-/* v1 (DIAGNOSTIC A/B), warps 2-3 (64 threads): the previous scheme. Block j adds consumer 1's
- * partial into consumer 0's, waits until the counter of (b, h, m) reads j, loads that fp32 sum
- * (cp.async.cg, L2 only), adds it, stores the new sum (or dq, for the diagonal block) and sets
- * the counter to j + 1. */
-template <int D, int M>
-__device__ __forceinline__ void write_dq_v1(const Params &p, unsigned char *sm, Bars *bars, const Item &it) {
-    constexpr int RC = D / 4, XR = Layout<D, M>::kXRow; // 16-byte chunks a row (RC a thread), X's row pitch
-    constexpr bool global = !(M & kDiagNoGlobal);
-    const int wt = threadIdx.x - 64;
-    float *x0 = reinterpret_cast<float *>(sm + Layout<D, M>::x), *x1 = x0 + 64 * XR;
-    for (int s = 0; s < it.steps; s++) {
-        const Step st = step_of(p, it, s);
-        const int t0 = kQRows * st.m;
-        float *tile = p.acc + st.slot * 64 * D;
-        flash_wait_bar(&bars->xfull[0], s & 1);
-        if (M & kDiagNoWriter) {
-            mok_mbar_arrive(&bars->xempty[0]);
-            continue;
-        }
-        if (!st.first) {
-            /* partial 0 + partial 1 into x0 (two chunks a pass: four loads in flight) */
-#pragma unroll 2
-            for (int i = 0; i < RC; i += 2) {
-                const int c0 = wt + 64 * i, c1 = c0 + 64;
-                const int o0 = (c0 / RC) * XR + 4 * (c0 % RC), o1 = (c1 / RC) * XR + 4 * (c1 % RC);
-                float4 a0 = *reinterpret_cast<const float4 *>(x0 + o0), a1 = *reinterpret_cast<const float4 *>(x0 + o1);
-                const float4 b0 = *reinterpret_cast<const float4 *>(x1 + o0);
-                const float4 b1 = *reinterpret_cast<const float4 *>(x1 + o1);
-                *reinterpret_cast<float4 *>(x0 + o0) = add4(a0, b0);
-                *reinterpret_cast<float4 *>(x0 + o1) = add4(a1, b1);
-            }
-            /* then the sum of kv blocks 0 .. j-1 into x1, once block j-1 has stored it */
-            if (global) {
-                if (wt == 0 && !(M & kDiagNoChain)) wait_counter(p.ctr + 1 + st.slot, (unsigned)it.j);
-                named_sync(kBarWriter, 64);
-#pragma unroll 4
-                for (int i = 0; i < RC; i++) {
-                    const int c = wt + 64 * i;
-                    cp_async16(x1 + (c / RC) * XR + 4 * (c % RC), tile + 4 * c);
-                }
-                asm volatile("cp.async.wait_all;" ::: "memory");
-            }
-        }
-        /* x0 + x1: the first block's two partials, or (this block's partials) + the earlier sum */
-        __nv_bfloat16 *dq = p.dq + ((long)it.b * p.T + t0) * p.Hq * D + (long)st.h * D;
-#pragma unroll 2
-        for (int i = 0; i < RC; i++) {
-            const int c = wt + 64 * i, r = c / RC, o = r * XR + 4 * (c % RC);
-            const float4 a = add4(*reinterpret_cast<const float4 *>(x0 + o), *reinterpret_cast<const float4 *>(x1 + o));
-            if (!global) {
-                *reinterpret_cast<float4 *>(x0 + o) = a;
-            } else if (!st.last) {
-                *reinterpret_cast<float4 *>(tile + 4 * c) = a;
-            } else if (t0 + r < p.T) {
-                uint2 u;
-                u.x = pack_bf16x2(a.x * p.scale, a.y * p.scale);
-                u.y = pack_bf16x2(a.z * p.scale, a.w * p.scale);
-                *reinterpret_cast<uint2 *>(dq + (long)r * p.Hq * D + 4 * (c % RC)) = u;
-            }
-        }
-        mok_mbar_arrive(&bars->xempty[0]);
-        if (global && !st.last) { /* every writer thread's stores, then the counter */
-            named_sync(kBarWriter, 64);
-            if (wt == 0) release_counter(p.ctr + 1 + st.slot, (unsigned)it.j + 1);
-        }
-    }
-}
-
 /* Consumer w (warpgroup 1 + w): kv rows [64w, 64w + 64) of the block. */
-template <int D, int M>
+template <int D>
 __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, const Item &it, int w) {
-    using L = Layout<D, M>;
-    constexpr bool v1 = (M & kModeV1) != 0, dq_on = !(M & kDiagNoDq);
+    using L = Layout<D>;
     constexpr int DN = D / 2; // accumulator floats a thread of an m64nD product
     const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, qd = lane & 3;
     const int rl = 16 * warp + g;                 // this thread's rows rl, rl + 8 of the consumer's 64
     const int u0 = it.kv0 + 64 * w + rl;          // their key positions
     const int warp_last = it.kv0 + 64 * w + 16 * warp + 15; // the warp's last key position
     const uint32_t sb = mok_smem_u32(sm);
-    /* this thread's dS^T byte (line rl, chunk g: XOR-ed per store) in this consumer's panel (v2: of
-     * slot 0; slot 1 at + 2 kDsBytes) */
+    /* this thread's dS^T byte (line rl, chunk g: XOR-ed per store) in this consumer's panel of slot
+     * 0 (slot 1 at + 2 kDsBytes) */
     const uint32_t ds_at = sb + L::ds + w * kDsBytes + rl * 128 + (g << 4) + 4 * qd;
     const float *stats = reinterpret_cast<const float *>(sm + L::stats);
     const uint32_t bar = sb + L::bars;               /* the Bars, by offsetof */
     /* K-major A (K, V rows from 64w; 32 bytes per 16 columns, a box per 64); N-major B of dS K (K
-     * lines; v1 from 64w, all D columns; v2 from 0, the box of this consumer's 64 columns at
-     * D = 128; 2048 bytes per 16 lines); M-major A of dS K (v1: this consumer's panel; v2: slot 0's
-     * two panels, 2048 bytes per 16 lines across both). */
+     * lines from 0, the box of this consumer's 64 columns at D = 128; 2048 bytes per 16 lines);
+     * M-major A of dS K (slot 0's two panels, 2048 bytes per 16 lines across both). */
     const uint32_t a_k0 = desc_lo(sb + L::k + w * 64 * 128, 16), a_v0 = desc_lo(sb + L::v + w * 64 * 128, 16);
-    const uint32_t b_kn0 = desc_lo(sb + L::k + (v1 ? w * 64 * 128 : kSplitN<D> ? w * kKvBox : 0), kKvBox);
-    const uint32_t a_ds0 = desc_lo(sb + L::ds + (v1 ? w * kDsBytes : 0), kDsBytes);
+    const uint32_t b_kn0 = desc_lo(sb + L::k + (kSplitN<D> ? w * kKvBox : 0), kKvBox);
+    const uint32_t a_ds0 = desc_lo(sb + L::ds, kDsBytes);
 
-    /* v2: whether consumer c computes (part of) the dQ of step s: both at D = 128 (columns [64c,
+    /* Whether consumer c computes (part of) the dQ of step s: both at D = 128 (columns [64c,
      * 64c + 64)), the one of parity (s + 1) % 2 at D = 64 (all 64 columns). */
     auto computes = [&](int s, int c) { return kSplitN<D> || ((s + 1) & 1) == c; };
     const int col0 = kSplitN<D> ? 64 * w : 0; // the first dQ column this consumer computes
 
-    /* v2: this consumer's dQ columns of step s (see the top), at its step s + 1 or after its loop:
+    /* This consumer's dQ columns of step s (see the top), at its step s + 1 or after its loop:
      * dS (both panels of slot s % 2) K[:, col0 .. col0 + 64) by m64n64k16, K = 128 keys. */
-    auto dq_v2 = [&](int s) {
+    auto dq_step = [&](int s) {
         const int slot = s & 1;
         named_sync(kBarReady + 2 * (1 - w) + slot, 256); /* the other consumer's dS^T of step s (and ours) */
         uint32_t a_ds = a_ds0 + slot * (2 * kDsBytes >> 4), b_kn = b_kn0;
@@ -585,59 +477,29 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
 #pragma unroll
         for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dv, pa[k], desc(b_don + 128 * k), 1);
         mok_wgmma_commit();
-        if (dq_on) {
-            /* v2: slot s % 2 was read by the dQ of step s - 2 (at step s - 1) */
-            if (!v1 && s >= 2 && computes(s - 2, 1 - w)) named_sync(kBarFree + 2 * (1 - w) + (s & 1), 256);
-            const uint32_t at = ds_at + (v1 ? 0 : (s & 1) * 2 * kDsBytes);
+        /* slot s % 2 was read by the dQ of step s - 2 (at step s - 1) */
+        if (s >= 2 && computes(s - 2, 1 - w)) named_sync(kBarFree + 2 * (1 - w) + (s & 1), 256);
+        const uint32_t at = ds_at + (s & 1) * 2 * kDsBytes;
 #pragma unroll
-            for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 4; k++)
 #pragma unroll
-                for (int r = 0; r < 4; r++) /* line rl + 8(r & 1), queries 16k + 8(r >> 1) + 2qd, +1 */
-                    st_shared_xor(at + 8 * 128 * (r & 1), (2 * k + (r >> 1)) << 4, da[k][r]);
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
-            /* v2: for the other consumer's dQ of step s, at its step s + 1 */
-            if (!v1 && computes(s, 1 - w)) named_arrive(kBarReady + 2 * w + (s & 1), 256);
-        }
+            for (int r = 0; r < 4; r++) /* line rl + 8(r & 1), queries 16k + 8(r >> 1) + 2qd, +1 */
+                st_shared_xor(at + 8 * 128 * (r & 1), (2 * k + (r >> 1)) << 4, da[k][r]);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+        /* for the other consumer's dQ of step s, at its step s + 1 */
+        if (computes(s, 1 - w)) named_arrive(kBarReady + 2 * w + (s & 1), 256);
         mok_wgmma_fence();
 #pragma unroll
         for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dk, da[k], desc(b_qn + 128 * k), 1);
         mok_wgmma_commit();
-        if (v1) named_sync(kBarConsumer + w, 128); /* the consumer's four warps have written dS^T */
         mok_wgmma_wait<0>();
         flash_fence_acc(dv);
         flash_fence_acc(dk);
         arrive_bar(bar + offsetof(Bars, empty) + 8 * st); /* Q, dO and the stats of this stage are read */
 
-        if (v1) {
-            // dQ partial = dS K over this consumer's 64 keys: A = dS^T M-major, B = K N-major.
-            uint32_t b_kn = b_kn0, a_ds = a_ds0;
-            asm volatile("" : "+r"(b_kn), "+r"(a_ds));
-            float dq[DN];
-            mok_wgmma_fence();
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                if (k == 0) flash_wgmma_ss_set<1, 1>(dq, desc(a_ds), desc(b_kn));
-                else flash_wgmma_ss<1, 1>(dq, desc(a_ds + 128 * k), desc(b_kn + 128 * k), 1);
-            }
-            mok_wgmma_commit();
-            mok_wgmma_wait<0>();
-            flash_fence_acc(dq);
-            spin_bar(bar + offsetof(Bars, xempty), (s & 1) ^ 1u); /* the writer is done with the previous step */
-            /* row rl (+ 8hf) of this consumer's X, columns 8i + 2qd, +1; rows padded to D + 4 floats:
-             * the float2 writes (8 rows a warp) hit each bank twice, the minimum */
-            float *x = reinterpret_cast<float *>(sm + L::x) + w * 64 * L::kXRow + rl * L::kXRow + 2 * qd;
-#pragma unroll
-            for (int i = 0; i < D / 8; i++)
-#pragma unroll
-                for (int hf = 0; hf < 2; hf++)
-                    *reinterpret_cast<float2 *>(x + 8 * hf * L::kXRow + 8 * i) =
-                        make_float2(dq[4 * i + 2 * hf], dq[4 * i + 2 * hf + 1]);
-            arrive_bar(bar + offsetof(Bars, xfull));
-        } else if (dq_on && s >= 1 && computes(s - 1, w)) {
-            dq_v2(s - 1);
-        }
+        if (s >= 1 && computes(s - 1, w)) dq_step(s - 1);
     }
-    if (!v1 && dq_on && computes(it.steps - 1, w)) dq_v2(it.steps - 1);
+    if (computes(it.steps - 1, w)) dq_step(it.steps - 1);
 
     // dK (times the scale) and dV, rows below T.
     const long ld = (long)p.Hkv * D;
@@ -658,22 +520,20 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
 
 #endif
 
-template <int D, int M>
+template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_bwd_sm90_kernel(const __grid_constant__ Params p, const __grid_constant__ Maps maps) {
 #if MOK_SM90
-    constexpr bool v1 = (M & kModeV1) != 0;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *sm = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
-    Bars *bars = reinterpret_cast<Bars *>(sm + Layout<D, M>::bars);
+    Bars *bars = reinterpret_cast<Bars *>(sm + Layout<D>::bars);
     if (threadIdx.x == 0) {
         mok_mbar_init(&bars->kv, 1);
         for (int s = 0; s < 2; s++) {
             mok_mbar_init(&bars->full[s], 1 + 32), mok_mbar_init(&bars->empty[s], 256);
-            /* v1: xfull[0] (both consumers), xempty[0] (the 64 writer threads); v2, per slot: the
-             * consumers that compute dQ (both at D = 128), the storer, the loader */
-            mok_mbar_init(&bars->xfull[s], v1 || kSplitN<D> ? 256 : 128);
-            mok_mbar_init(&bars->xempty[s], v1 ? 64 : 1);
+            /* per slot: the consumers that compute dQ (both at D = 128), the storer, the loader */
+            mok_mbar_init(&bars->xfull[s], kSplitN<D> ? 256 : 128);
+            mok_mbar_init(&bars->xempty[s], 1);
             mok_mbar_init(&bars->yfull[s], 1);
         }
         mok_mbar_fence_init();
@@ -692,19 +552,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         mok_setmaxnreg_dec<kProducerRegs>();
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         if (warp == 0) {
-            if (lane == 0) produce<D, M>(maps, p, sm, bars, it);
+            if (lane == 0) produce<D>(maps, p, sm, bars, it);
         } else if (warp == 1) {
-            load_stats<D, M>(p, sm, bars, it);
-        } else if (v1) {
-            write_dq_v1<D, M>(p, sm, bars, it);
-        } else if (!(M & kDiagNoDq) && lane == 0) {
-            if (warp == 2) load_sums<D, M>(p, sm, bars, it);
-            else store_sums<D, M>(p, sm, bars, it);
+            load_stats<D>(p, sm, bars, it);
+        } else if (lane == 0) {
+            if (warp == 2) load_sums<D>(p, sm, bars, it);
+            else store_sums<D>(p, sm, bars, it);
         }
         return;
     }
     mok_setmaxnreg_inc<kConsumerRegs>();
-    consume<D, M>(p, sm, it, wg - 1);
+    consume<D>(p, sm, it, wg - 1);
 #else
     __trap();
 #endif
@@ -716,47 +574,13 @@ size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 size_t counter_bytes(int B, int T, int Hq) { return round256((1 + (size_t)B * Hq * blocks_of(T, kQRows)) * 4); }
 
-template <int D, int M>
+template <int D>
 void launch(const Params &p, const Maps &maps, cudaStream_t stream) {
     const long grid = blocks_of(p.T, kKvRows) * p.B * p.Hkv;
-    cudaCheck(cudaFuncSetAttribute(flash_bwd_sm90_kernel<D, M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   smem_bytes<D, M>()));
-    flash_bwd_sm90_kernel<D, M><<<(unsigned)grid, kThreads, smem_bytes<D, M>(), stream>>>(p, maps);
+    cudaCheck(cudaFuncSetAttribute(flash_bwd_sm90_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   smem_bytes<D>()));
+    flash_bwd_sm90_kernel<D><<<(unsigned)grid, kThreads, smem_bytes<D>(), stream>>>(p, maps);
     cudaCheckLaunch();
-}
-
-/* DIAGNOSTIC: the kernel mode MOKC_FLASH_BWD_DIAG names (unset or empty: 0, the backward). An
- * unknown name, or any at D = 64, stops the run. Says once on stderr which one runs. */
-int diag_mode(int D) {
-    static const struct {
-        const char *name;
-        int mode;
-    } modes[] = {{"nodq", kDiagNoDq},
-                 {"noglobal", kDiagNoGlobal},
-                 {"nochain", kDiagNoChain},
-                 {"v1", kModeV1},
-                 {"v1-nowriter", kModeV1 | kDiagNoWriter},
-                 {"v1-noglobal", kModeV1 | kDiagNoGlobal},
-                 {"v1-nochain", kModeV1 | kDiagNoChain}};
-    const char *env = getenv("MOKC_FLASH_BWD_DIAG");
-    if (!env || !env[0]) return 0;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        if (strcmp(env, modes[i].name) || D != 128) continue;
-        static int said = 0;
-        if (!said) {
-            fprintf(stderr, "flash_attention_backward_sm90: DIAGNOSTIC MOKC_FLASH_BWD_DIAG=%s (%s)\n", env,
-                    modes[i].mode == kModeV1 ? "the previous dQ scheme, exact" : "dq is NOT computed right");
-            said = 1;
-        }
-        return modes[i].mode;
-    }
-    char what[200];
-    snprintf(what, sizeof what,
-             "MOKC_FLASH_BWD_DIAG='%s' (head dim %d): use nodq, noglobal, nochain, v1, v1-nowriter, v1-noglobal, "
-             "v1-nochain, at head dim 128",
-             env, D);
-    mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
-    return 0;
 }
 
 } // namespace
@@ -776,7 +600,6 @@ extern "C" void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv
         snprintf(what, sizeof what, "flash_attention_backward_sm90: head dim %d (the wgmma backward takes 64, 128)", D);
         mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
     }
-    const int mode = diag_mode(D);
     Params p;
     p.dq = reinterpret_cast<__nv_bfloat16 *>(dq), p.dk = reinterpret_cast<__nv_bfloat16 *>(dk);
     p.dv = reinterpret_cast<__nv_bfloat16 *>(dv);
@@ -793,18 +616,6 @@ extern "C" void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv
     sm90_encode(&maps.v, v, 2, (long)Hkv * D, (long)B * T, 1, kKvRows);
     /* the ticket and the counters start at 0; the partial sums need no clearing (first writes) */
     cudaCheck(cudaMemsetAsync(work, 0, counter_bytes(B, T, Hq), stream));
-    if (D == 64) {
-        launch<64, 0>(p, maps, stream);
-        return;
-    }
-    switch (mode) { /* DIAGNOSTIC modes: delete with diag_mode */
-    case kDiagNoDq: launch<128, kDiagNoDq>(p, maps, stream); break;
-    case kDiagNoGlobal: launch<128, kDiagNoGlobal>(p, maps, stream); break;
-    case kDiagNoChain: launch<128, kDiagNoChain>(p, maps, stream); break;
-    case kModeV1: launch<128, kModeV1>(p, maps, stream); break;
-    case kModeV1 | kDiagNoWriter: launch<128, kModeV1 | kDiagNoWriter>(p, maps, stream); break;
-    case kModeV1 | kDiagNoGlobal: launch<128, kModeV1 | kDiagNoGlobal>(p, maps, stream); break;
-    case kModeV1 | kDiagNoChain: launch<128, kModeV1 | kDiagNoChain>(p, maps, stream); break;
-    default: launch<128, 0>(p, maps, stream); break;
-    }
+    if (D == 64) launch<64>(p, maps, stream);
+    else launch<128>(p, maps, stream);
 }
