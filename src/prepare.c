@@ -37,7 +37,9 @@ static const char usage_text[] =
     "  --raw-u16 FILE     a bare array of little-endian uint16 ids (e.g. numpy's tofile)\n"
     "  --raw-u32 FILE     the same with uint32 ids\n"
     "  --vocab N          the tokenizer's vocabulary size: required with --bin and --raw-*, and\n"
-    "                     every id must be below it (it becomes the file's vocab_size)\n"
+    "                     every id must be below it (it becomes the file's vocab_size); with --text\n"
+    "                     optional (default 256): byte ids recorded in a larger vocabulary, so a\n"
+    "                     model of that vocabulary can train on the text (throughput runs)\n"
     "  --tokenizer NAME   recorded in the file (default: bytes for text, gpt2/llama3 for llm.c\n"
     "                     shards, unknown for raw ids)\n"
     "  --out DATA.h5      training tokens: the first (1 - F) of the input\n"
@@ -125,12 +127,10 @@ static int write_split(const char *out, const Tokens *t, int64_t begin, int64_t 
     return 0;
 }
 
-/* Parses --vocab: required with token inputs, meaningless with --text. */
+/* Parses --vocab: required with token inputs; with --text optional (default 256), at least 256. */
 static int parse_vocab(const char *vocab_str, const char *input_flag, int *vocab) {
-    if (strcmp(input_flag, "--text") == 0) {
-        if (vocab_str)
-            return prep_error("drop --vocab: a text is tokenized byte by byte (vocab 256)",
-                              "--vocab is for --bin/--raw-u16/--raw-u32 inputs, not --text");
+    const int text = strcmp(input_flag, "--text") == 0;
+    if (text && !vocab_str) {
         *vocab = BYTE_VOCAB;
         return 0;
     }
@@ -143,6 +143,9 @@ static int parse_vocab(const char *vocab_str, const char *input_flag, int *vocab
     if (end == vocab_str || *end != '\0' || errno != 0 || v < 2 || v > INT32_MAX)
         return prep_error("give an integer such as --vocab 50257", "--vocab '%s' is not an integer >= 2",
                           vocab_str);
+    if (text && v < BYTE_VOCAB)
+        return prep_error("drop --vocab, or give one of at least 256: a text's tokens are its bytes",
+                          "--vocab %ld is below 256, the byte ids of --text", v);
     *vocab = (int)v;
     return 0;
 }

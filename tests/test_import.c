@@ -269,8 +269,8 @@ static void bad_raw_files_and_flags(void) {
     expect_prepare_error(dir, args, "needs --vocab", NULL);
     snprintf(args, sizeof args, "--raw-u16 %s --vocab lots", path_in(dir, "ok.u16"));
     expect_prepare_error(dir, args, "--vocab 'lots'", NULL);
-    snprintf(args, sizeof args, "--text LICENSE --vocab 256");
-    expect_prepare_error(dir, args, "--vocab is for", NULL);
+    snprintf(args, sizeof args, "--text LICENSE --vocab 255");
+    expect_prepare_error(dir, args, "--vocab 255 is below 256", NULL);
     snprintf(args, sizeof args, "--text LICENSE --raw-u16 %s --vocab 256", path_in(dir, "ok.u16"));
     expect_prepare_error(dir, args, "--text and --raw-u16 both given", NULL);
     write_file(path_in(dir, "empty.u32"), "", 0);
