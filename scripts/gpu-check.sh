@@ -38,20 +38,21 @@ grep -E "^(FAIL|skip)|FAIL " "$out/tests.log" | head -60
 
 ep2_rc=skipped ep2_s=0 bench_rc=skipped bench_s=0 map_rc=skipped map_s=0 lsa_rc=skipped lsa_s=0
 attn_rc=skipped attn_s=0 gemm_rc=skipped gemm_s=0
+# One single-GPU benchmark: bench-NAME.log and .jsonl in $out, NAME_rc and NAME_s set.
+run_bench() {
+  local name=$1 limit=$2 start rc
+  shift 2
+  start=$(date +%s)
+  timeout "$limit" "$@" > "$out/bench-$name.log" 2>&1
+  rc=$?
+  printf -v "${name}_rc" %s "$rc"
+  printf -v "${name}_s" %s "$(since "$start")"
+  [ "$rc" -eq 0 ] || { echo "bench $name FAILED:"; tail -15 "$out/bench-$name.log"; }
+  grep '^{' "$out/bench-$name.log" > "$out/bench-$name.jsonl"
+}
 if [ -z "$filter" ] && [ "$ngpu" -ge 1 ]; then
-  start=$(date +%s)
-  timeout 300 ./mokc bench gemm > "$out/bench-gemm.log" 2>&1
-  gemm_rc=$?
-  gemm_s=$(since "$start")
-  [ "$gemm_rc" -eq 0 ] || { echo "bench gemm FAILED:"; tail -15 "$out/bench-gemm.log"; }
-  grep '^{' "$out/bench-gemm.log" > "$out/bench-gemm.jsonl"
-
-  start=$(date +%s)
-  timeout 600 ./mokc bench attn > "$out/bench-attn.log" 2>&1
-  attn_rc=$?
-  attn_s=$(since "$start")
-  [ "$attn_rc" -eq 0 ] || { echo "bench attn FAILED:"; tail -15 "$out/bench-attn.log"; }
-  grep '^{' "$out/bench-attn.log" > "$out/bench-attn.jsonl"
+  run_bench gemm 300 ./mokc bench gemm
+  run_bench attn 600 ./mokc bench attn
 fi
 shapes="qwen3-30b-a3b-like kimi-k2-like"
 if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
