@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The GPU check (run on a machine with NVIDIA GPUs): build with the CUDA backend, run every test
-# (the GPU suites run instead of skipping; multi-GPU tests need 2 GPUs). With 2 GPUs or more, also
+# (the GPU suites run instead of skipping; multi-GPU tests need 2 GPUs). With 2 GPUs or more, also:
 # the EP2 check of the MoE layers (scripts/gpu-moe-ep2-check.sh without its timing section), the
-# rank-to-GPU mapping check (scripts/gpu-mapping-check.sh), the megakernel's fallback without NVLink
-# peers (scripts/gpu-lsa-fallback-check.sh) and the MoE layer benchmark, mok and unfused in one run, on the Qwen3-30B-A3B- and Kimi-K2-like shapes
-# (configs/bench/). With 1 GPU or more, the grouped-GEMM benchmark of the megakernel's tile against
-# cuBLAS (`mokc bench gemm`: 8192^3 and 64 x 1024x1536x2048) and the attention benchmark (flash and cuBLAS side by side at
-# B=4 T=4096 Hq=16 Hkv=4 D=128; it fails when they disagree). Logs and the benchmarks' JSON lines
-# (bench-<shape>.jsonl, bench-attn.jsonl) go to $OUT (or ./gpu-check-out); the summary table
-# comes last. Exits non-zero if the build, the tests, one of the checks or a benchmark fails.
-# About 5 minutes on 2×H200 after a warm build.
+# rank-to-GPU mapping check (scripts/gpu-mapping-check.sh), the megakernel's fallback without
+# NVLink peers (scripts/gpu-lsa-fallback-check.sh), the MoE layer benchmark (mok and unfused in
+# one run) on the Qwen3-30B-A3B- and Kimi-K2-like shapes (configs/bench/), and 10 training steps
+# of configs/mokc-small.json at seq_len 8192 (scripts/gpu-train-small.sh). With 1 GPU or more:
+# the megakernel's GEMM tile against cuBLAS (`mokc bench gemm`: 8192^3 and 64 x 1024x1536x2048)
+# and the attention benchmark (flash and cuBLAS side by side at B=4 T=4096 Hq=16 Hkv=4 D=128; it
+# fails when they disagree). Logs and the benchmarks' JSON lines (bench-<shape>.jsonl,
+# bench-gemm.jsonl, bench-attn.jsonl) go to $OUT (or ./gpu-check-out); the summary table comes
+# last. Exits non-zero if the build, the tests, one of the checks or a benchmark fails.
+# About 7 minutes on 2×H200 after a warm build.
 # Usage: scripts/gpu-check.sh [test-filter]    e.g. scripts/gpu-check.sh gpu_   (a filter: tests only)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -37,6 +39,7 @@ tests_s=$(since "$start")
 grep -E "^(FAIL|skip)|FAIL " "$out/tests.log" | head -60
 
 ep2_rc=skipped ep2_s=0 bench_rc=skipped bench_s=0 map_rc=skipped map_s=0 lsa_rc=skipped lsa_s=0
+small_rc=skipped small_s=0
 attn_rc=skipped attn_s=0 gemm_rc=skipped gemm_s=0
 # One single-GPU benchmark: bench-NAME.log and .jsonl in $out, NAME_rc and NAME_s set.
 run_bench() {
@@ -84,6 +87,12 @@ if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
     grep '^{' "$out/bench-$shape.log" > "$out/bench-$shape.jsonl"
   done
   bench_s=$(since "$start")
+
+  start=$(date +%s)
+  scripts/gpu-train-small.sh 8192 10 > "$out/train-small.out" 2>&1
+  small_rc=$?
+  small_s=$(since "$start")
+  [ "$small_rc" -eq 0 ] || { echo "train small FAILED:"; tail -15 "$out/train-small.out"; }
 fi
 
 echo
@@ -99,6 +108,8 @@ printf "%-16s %-11s %5ss  %s\n" "mok fallback" "rc=$lsa_rc" "$lsa_s" \
   "$( [ "$lsa_rc" != skipped ] && tail -1 "$out/lsa-fallback-check.log")"
 printf "%-16s %-11s %5ss  %s\n" "bench moe" "rc=$bench_rc" "$bench_s" \
   "$([ "$bench_rc" = skipped ] && echo "needs 2 GPUs and no test filter")"
+printf "%-16s %-11s %5ss  %s\n" "train small" "rc=$small_rc" "$small_s" \
+  "$( [ "$small_rc" != skipped ] && tail -1 "$out/train-small.out")"
 printf "%-16s %-11s %5ss  %s\n" "bench gemm" "rc=$gemm_rc" "$gemm_s" \
   "$([ "$gemm_rc" = skipped ] && echo "needs a GPU and no test filter")"
 printf "%-16s %-11s %5ss  %s\n" "bench attn" "rc=$attn_rc" "$attn_s" \
@@ -126,5 +137,5 @@ if [ "$attn_rc" != skipped ]; then
 fi
 
 rc=$tests_rc
-for r in "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc" "$gemm_rc" "$attn_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
+for r in "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc" "$small_rc" "$gemm_rc" "$attn_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
 exit "$rc"
