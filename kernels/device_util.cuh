@@ -52,7 +52,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
-/* Eight bf16 (16 bytes) to floats and back, in address order. */
 /* SwiGLU backward of one element (h = silu(g) * u): dg, du from dh = d, all fp32. kernels/swiglu.cu
  * and the megakernel share it, so the unfused and fused layers give the same bits. */
 __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, float &dg, float &du) {
@@ -61,6 +60,7 @@ __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, f
     du = d * g * s;
 }
 
+/* Eight bf16 (16 bytes) to floats and back, in address order. */
 __device__ __forceinline__ void unpack_bf16x8(float (&v)[8], uint4 u) {
     v[0] = bf16_lo(u.x);
     v[1] = bf16_hi(u.x);

@@ -396,13 +396,17 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
 }
 
 /* After the stream has passed the forward: the aux losses the megakernel's layers left on the host
- * (unfused layers returned theirs at once) and every MoE layer's routed slots per expert into load. */
+ * (unfused layers returned theirs at once; a layer whose routing found no candidate stops the run)
+ * and every MoE layer's routed slots per expert into load. */
 static double moe_tally(GpuModel *g, int with_grad, int64_t *load) {
     const ModelDims *d = g->d;
     double aux = 0;
     for (int l = d->first_dense; l < d->L && g->has_moe; l++) {
         const int *counts = g->moe_mok ? g->moe_saved[l].h_counts : g->moe_acts[l].h_counts;
-        if (g->moe_mok && with_grad) aux += g->moe_saved[l].h_aux[0];
+        if (g->moe_mok && with_grad) {
+            moe_mok_saved_check(g->moe_mok, &g->moe_saved[l]);
+            aux += g->moe_saved[l].h_aux[0];
+        }
         if (load)
             for (int e = 0; e < d->E; e++) load[(size_t)l * d->E + e] += counts[e];
     }

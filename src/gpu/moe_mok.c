@@ -220,6 +220,8 @@ void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int sl
         if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
     cudaCheck(cudaMallocHost((void **)&s->h_aux, sizeof(double)));
     cudaCheck(cudaMallocHost((void **)&s->h_counts, (size_t)d->E * sizeof(int)));
+    cudaCheck(cudaMallocHost((void **)&s->h_fail, sizeof(int)));
+    s->h_fail[0] = 0;
     s->d = *d;
 }
 
@@ -230,6 +232,7 @@ void moe_mok_saved_destroy(MoeMokSaved *s) {
         if (*l.b[i].ptr) cudaCheck(cudaFree(*l.b[i].ptr));
     if (s->h_aux) cudaCheck(cudaFreeHost(s->h_aux));
     if (s->h_counts) cudaCheck(cudaFreeHost(s->h_counts));
+    if (s->h_fail) cudaCheck(cudaFreeHost(s->h_fail));
     memset(s, 0, sizeof *s);
 }
 
@@ -564,6 +567,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
         sv->N = N;
         cudaCheck(cudaMemcpyAsync(sv->h_counts, st.counts, (size_t)E * sizeof(int), cudaMemcpyDeviceToHost, stream));
         cudaCheck(cudaMemcpyAsync(sv->h_aux, m->aux, sizeof(double), cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaMemcpyAsync(sv->h_fail, m->fail, sizeof(int), cudaMemcpyDeviceToHost, stream));
     }
     m->N = N;
 }
@@ -604,6 +608,11 @@ static void report_watchdog(void *arg) {
     if (moe_mok_error_string(arg, msg, sizeof msg)) fprintf(stderr, "%s\n", msg);
 }
 
+static void die_no_candidate(const MoeMok *m) {
+    mokc_die(MOKC_EXIT_RUNTIME, "the router weights, the input or expert_bias contain NaN; lower the learning rate",
+             "moe_mok_forward: top-%d selection found no candidate (non-finite router scores)", m->d.k);
+}
+
 void moe_mok_sync(MoeMok *m, cudaStream_t stream) {
     const cudaError_t err = cudaStreamSynchronize(stream);
     if (err != cudaSuccess) {
@@ -617,9 +626,11 @@ void moe_mok_sync(MoeMok *m, cudaStream_t stream) {
                  "moe_mok: the megakernel failed: %s%s", cudaGetErrorString(err), have ? " (watchdog fired)" : "");
     }
     cudaCheck(cudaMemcpy(m->pin, m->fail, sizeof(int), cudaMemcpyDeviceToHost));
-    if (m->pin[0])
-        mokc_die(MOKC_EXIT_RUNTIME, "the router weights, the input or expert_bias contain NaN; lower the learning rate",
-                 "moe_mok_forward: top-%d selection found no candidate (non-finite router scores)", m->d.k);
+    if (m->pin[0]) die_no_candidate(m);
+}
+
+void moe_mok_saved_check(const MoeMok *m, const MoeMokSaved *sv) {
+    if (sv->h_fail[0]) die_no_candidate(m);
 }
 
 double moe_mok_aux_loss(MoeMok *m, cudaStream_t stream) {

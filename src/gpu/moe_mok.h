@@ -107,7 +107,8 @@ typedef struct {
     int N;                      /* tokens of the last forward, -1 before */
     MokFwdParams last;          /* the last forward's kernel parameters (moe_mok_dispatch_only) */
     MokPhases *phases;          /* NULL unless moe_mok_set_phases (benchmarks) */
-    unsigned long long *trace;  /* the backward kernel's trace (MOKC_MOK_TRACE=1), else NULL */
+    unsigned long long *trace;  /* the backward kernel's trace (MOKC_MOK_TRACE=1, a diagnostic: its
+                                   ~128 KB are not in the memory plan), else NULL */
 } MoeMok;
 
 /* One layer's forward kept for its backward (training): the state in its own buffers and the
@@ -118,6 +119,7 @@ typedef struct {
     int slot, N_max, N;         /* N: the last forward's tokens */
     double *h_aux;              /* (1) pinned host: the forward's unweighted aux loss, once the stream is past it */
     int *h_counts;              /* (E) pinned host: this rank's slots per expert (the step's load), same */
+    int *h_fail;                /* (1) pinned host: the forward's top-k found no candidate (non-finite scores), same */
 } MoeMokSaved;
 
 size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max);
@@ -180,6 +182,11 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
 /* Synchronises the stream; on a kernel error prints the watchdog record (if any) and exits
  * non-zero; dies as the unfused layer on non-finite router scores. */
 void moe_mok_sync(MoeMok *m, cudaStream_t stream);
+
+/* Once the stream has passed the forward kept in sv: dies as moe_mok_sync does if its top-k found
+ * no candidate (each layer's forward resets the layer object's flag, so training reads each
+ * layer's copy). */
+void moe_mok_saved_check(const MoeMok *m, const MoeMokSaved *sv);
 
 /* moe_mok_sync, then the last forward's unweighted aux loss. */
 double moe_mok_aux_loss(MoeMok *m, cudaStream_t stream);

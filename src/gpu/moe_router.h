@@ -5,7 +5,8 @@
  *   backward  g_router (C, E) += x^T @ dlogits;  dx (N, C) += dlogits @ router^T
  * The logits and the weight gradient have few output tiles over a long K (C, then the tokens):
  * they run split-K (gemm.h gemm_rm_splitk: partials in the caller's scratch, summed in a fixed
- * order); dx has K = E and a large output, and takes the same call, which leaves it unsplit. The
+ * order); dx has K = E and usually a large output, and takes the same call, whose rule then
+ * leaves it unsplit (with few tokens and a large E it may split it too). The
  * module owns nothing: the layer allocates moe_router_scratch_bytes for its largest micro-batch
  * and passes it in. Calls run on the cuBLAS handle's stream.
  */

@@ -4,7 +4,8 @@
  * 2e-2; two identical GPU runs give identical losses and weights, bit for bit, and so does a run
  * resumed from a checkpoint. moe_impl "mok" (the megakernel, forward and backward)
  * tracks moe_impl "unfused" within 1e-2 at every step, training and validation losses, on 1 GPU
- * and on 2 GPUs with ep = 2, and repeats bit for bit.
+ * and on 2 GPUs with ep = 2, and repeats bit for bit. With grad_accum = 2 both layers track the CPU
+ * in losses and gradient norms.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +206,38 @@ static void test_gpu_mok_tracks_unfused_ep2(void) {
     check_mok_tracks_unfused(2, "--set parallel.ep=2 --set train.micro_batch=4", "gpu_ep2", "2 GPUs, ep=2");
 }
 
+/* The gradient norms of run `tag`, one per step. */
+static int read_norms(const char *tag, double *norm) {
+    char metrics[4400];
+    snprintf(metrics, sizeof metrics, "%s/%s.jsonl", dir, tag);
+    return test_read_metric(metrics, "grad_norm", norm, STEPS);
+}
+
+/* grad_accum = 2: a step's first micro-batch writes the routed experts' gradients, the second adds
+ * to them (MoeGpuGrads.overwrite_experts). Both layers on 1 GPU track the CPU reference with the
+ * same accumulation: losses at every step, and the first step's gradient norm (from the same
+ * weights, so only the arithmetic differs; a second micro-batch that also overwrote would lose
+ * half of the experts' gradient). */
+static void test_gpu_grad_accum_tracks_cpu(void) {
+    if (!gpu_test_begin()) return;
+    setup_corpus(0);
+    const char *accum = "--set train.micro_batch=4 --set train.grad_accum=2";
+    const char *impls[2] = {"unfused", "auto"};
+    char flags[512];
+    double ref[STEPS], nref[STEPS], loss[STEPS], norm[STEPS];
+    snprintf(flags, sizeof flags, "--set backend=cpu %s", accum);
+    CHECK_EQ_INT(run(0, "cpu_accum", flags, ref), STEPS);
+    CHECK_EQ_INT(read_norms("cpu_accum", nref), STEPS);
+    for (int i = 0; i < 2; i++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "gpu_accum_%s", impls[i]);
+        snprintf(flags, sizeof flags, "--set backend=cuda --set moe_impl=%s %s", impls[i], accum);
+        check_tracks(ref, loss, run(0, tag, flags, loss), tag);
+        const int n = read_norms(tag, norm) > 0 ? 1 : 0;
+        check_tracks_as(nref, 1, norm, n, 1e-2, tag, "the CPU reference", "first gradient norm", "step");
+    }
+}
+
 /* 200 steps on 2 GPUs, ep = 2: the megakernel's losses track the unfused layer's within 1e-2 at
  * every step. The tiny model memorises its small corpus, and there training is chaotic: at lr 3e-3
  * two correct unfused runs (ep = 2 and dp = 2) drift 3% apart by step 20 and 10% by step 100
@@ -233,4 +266,5 @@ static void test_gpu_mok_200_steps_ep2(void) {
 
 TEST_SUITE(gpu_train, TEST_CASE(test_gpu_tracks_cpu), TEST_CASE(test_gpu_runs_repeat_bitwise),
            TEST_CASE(test_gpu_resume_bitwise), TEST_CASE(test_gpu_mok_tracks_unfused),
-           TEST_CASE(test_gpu_mok_tracks_unfused_ep2), TEST_CASE(test_gpu_mok_200_steps_ep2));
+           TEST_CASE(test_gpu_mok_tracks_unfused_ep2), TEST_CASE(test_gpu_mok_200_steps_ep2),
+           TEST_CASE(test_gpu_grad_accum_tracks_cpu));
