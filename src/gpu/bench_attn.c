@@ -13,6 +13,7 @@
 #include "../../kernels/flash_attention.h"
 #include "../../kernels/moe_fill.h"
 #include "common.h"
+#include "gpu/bench_util.h"
 #include "gpu/check.h"
 #include "gpu/device.h"
 
@@ -106,15 +107,6 @@ static bf16_t *dev_alloc(long n) {
     return p;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 static void time_run(Run *r, const AttnArgs *a, const Inputs *in, cublasHandle_t blas, cudaStream_t s) {
     r->work_bytes = attention_workspace_bytes(r->impl, a->B, a->T, a->Hq, a->Hkv, a->D);
     r->saved_bytes = attention_saved_bytes(r->impl, a->B, a->T, a->Hq);
@@ -137,8 +129,8 @@ static void time_run(Run *r, const AttnArgs *a, const Inputs *in, cublasHandle_t
         cudaCheck(cudaEventElapsedTime(&b, e[1], e[2]));
         tf[it] = f, tb[it] = b;
     }
-    r->fwd_ms = median(tf, a->iters);
-    r->bwd_ms = median(tb, a->iters);
+    r->fwd_ms = bench_median(tf, a->iters);
+    r->bwd_ms = bench_median(tb, a->iters);
     free(tf), free(tb);
     for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(e[i]));
 }
@@ -147,23 +139,6 @@ static void run_free(Run *r) {
     attention_workspace_free(r->ws);
     cudaCheck(cudaFree(r->out)), cudaCheck(cudaFree(r->dq)), cudaCheck(cudaFree(r->dk)), cudaCheck(cudaFree(r->dv));
     cudaCheck(cudaFree(r->saved));
-}
-
-/* ||a - b|| / ||b|| of two bf16 device tensors (NaN if a has a NaN). */
-static double rel_err_bf16(const bf16_t *a, const bf16_t *b, long n) {
-    uint16_t *ha = mallocCheck((size_t)n * 2), *hb = mallocCheck((size_t)n * 2);
-    cudaCheck(cudaMemcpy(ha, a, (size_t)n * 2, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(hb, b, (size_t)n * 2, cudaMemcpyDeviceToHost));
-    double num = 0, den = 0;
-    for (long i = 0; i < n; i++) {
-        uint32_t ua = (uint32_t)ha[i] << 16, ub = (uint32_t)hb[i] << 16;
-        float fa, fb;
-        memcpy(&fa, &ua, 4), memcpy(&fb, &ub, 4);
-        num += ((double)fa - fb) * ((double)fa - fb);
-        den += (double)fb * fb;
-    }
-    free(ha), free(hb);
-    return sqrt(num / (den > 0 ? den : 1));
 }
 
 int cmd_bench_attn(int argc, char **argv) {
@@ -219,8 +194,10 @@ int cmd_bench_attn(int argc, char **argv) {
     if (n == 2) {
         const double tol = 1e-2;
         const double err[4] = {
-            rel_err_bf16(runs[0].out, runs[1].out, in.nq), rel_err_bf16(runs[0].dq, runs[1].dq, in.nq),
-            rel_err_bf16(runs[0].dk, runs[1].dk, in.nkv), rel_err_bf16(runs[0].dv, runs[1].dv, in.nkv)};
+            bench_rel_err_bf16(runs[0].out, runs[1].out, in.nq, NULL),
+            bench_rel_err_bf16(runs[0].dq, runs[1].dq, in.nq, NULL),
+            bench_rel_err_bf16(runs[0].dk, runs[1].dk, in.nkv, NULL),
+            bench_rel_err_bf16(runs[0].dv, runs[1].dv, in.nkv, NULL)};
         int ok = 1;
         for (int i = 0; i < 4; i++) ok &= err[i] < tol; /* false for NaN */
         printf("\nflash vs cublas, rel err: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s (tolerance %g)\n", err[0], err[1],

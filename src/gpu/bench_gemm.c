@@ -13,6 +13,7 @@
 #include "../../kernels/mok/mok.h"
 #include "../../kernels/moe_fill.h"
 #include "common.h"
+#include "gpu/bench_util.h"
 #include "gpu/check.h"
 #include "gpu/device.h"
 #include "gpu/gemm.h"
@@ -105,11 +106,6 @@ static void run_impl(int impl, const Problem *p, cublasHandle_t blas, cudaStream
                         (long long)s.K * s.N, p->C[impl], GEMM_BF16, (long long)s.M * s.N, s.G, 1.0f, 0.0f);
 }
 
-static int cmp_double(const void *x, const void *y) {
-    const double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* Median ms of a->iters launches recorded back to back (the queue never drains, so host-side
  * costs such as encoding the tensor maps stay off the clock). The first call sets up, untimed. */
 static double time_impl(int impl, const Problem *p, const GemmArgs *a, cublasHandle_t blas, cudaStream_t st) {
@@ -129,40 +125,9 @@ static double time_impl(int impl, const Problem *p, const GemmArgs *a, cublasHan
         t[i] = ms;
     }
     for (int i = 0; i <= a->iters; i++) cudaCheck(cudaEventDestroy(ev[i]));
-    qsort(t, (size_t)a->iters, sizeof(double), cmp_double);
-    const int n = a->iters;
-    const double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    const double med = bench_median(t, a->iters);
     free(ev), free(t);
     return med;
-}
-
-static float bf16_value(bf16_t b) {
-    const uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* ||a - b|| / ||b|| of two bf16 device arrays, read in chunks; *nan counts a's NaN elements (a
- * NaN makes the error NaN). */
-static double rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan) {
-    const long chunk = 1l << 24;
-    bf16_t *ha = mallocCheck((size_t)chunk * 2), *hb = mallocCheck((size_t)chunk * 2);
-    double num = 0, den = 0;
-    *nan = 0;
-    for (long off = 0; off < n; off += chunk) {
-        const long m = n - off < chunk ? n - off : chunk;
-        cudaCheck(cudaMemcpy(ha, a + off, (size_t)m * 2, cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(hb, b + off, (size_t)m * 2, cudaMemcpyDeviceToHost));
-        for (long i = 0; i < m; i++) {
-            const double x = bf16_value(ha[i]), y = bf16_value(hb[i]);
-            *nan += isnan(x) != 0;
-            num += (x - y) * (x - y);
-            den += y * y;
-        }
-    }
-    free(ha), free(hb);
-    return sqrt(num / (den > 0 ? den : 1));
 }
 
 static void report_watchdog(void *arg) {
@@ -189,7 +154,7 @@ static int run_case(Shape s, const GemmArgs *a, unsigned long long seed, cublasH
     double ms[2];
     for (int impl = IMPL_MOK; impl <= IMPL_CUBLAS; impl++) ms[impl] = time_impl(impl, &p, a, blas, st);
     long nan = 0;
-    const double err = rel_err_bf16(p.C[IMPL_MOK], p.C[IMPL_CUBLAS], nC, &nan);
+    const double err = bench_rel_err_bf16(p.C[IMPL_MOK], p.C[IMPL_CUBLAS], nC, &nan);
     const double flop = 2.0 * s.G * s.M * (double)s.N * s.K;
     for (int impl = IMPL_MOK; impl <= IMPL_CUBLAS; impl++) {
         char e[32] = "null"; /* cuBLAS is the reference */

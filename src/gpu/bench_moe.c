@@ -16,6 +16,7 @@
 #include "config.h"
 #include "cpu/moe.h"
 #include "dist.h"
+#include "gpu/bench_util.h"
 #include "gpu/check.h"
 #include "gpu/comms.h"
 #include "gpu/device.h"
@@ -234,16 +235,10 @@ static void layer_backward(Layer *L, double daux, cudaStream_t s) {
  * Timing
  * ---------------------------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Median over iterations of the per-iteration max over ranks. Sorts t. */
 static double median_of_max(double *t, int n) {
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return bench_median(t, n);
 }
 
 static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_t s, double *fwd_ms,

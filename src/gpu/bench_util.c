@@ -1,0 +1,48 @@
+/* Shared pieces of the GPU benchmarks (bench_util.h). */
+#include "gpu/bench_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "gpu/check.h"
+
+static int cmp_double(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+double bench_median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static float bf16_value(bf16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan) {
+    const long chunk = 1l << 24;
+    bf16_t *ha = mallocCheck((size_t)chunk * 2), *hb = mallocCheck((size_t)chunk * 2);
+    double num = 0, den = 0;
+    long nans = 0;
+    for (long off = 0; off < n; off += chunk) {
+        const long m = n - off < chunk ? n - off : chunk;
+        cudaCheck(cudaMemcpy(ha, a + off, (size_t)m * 2, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(hb, b + off, (size_t)m * 2, cudaMemcpyDeviceToHost));
+        for (long i = 0; i < m; i++) {
+            const double x = bf16_value(ha[i]), y = bf16_value(hb[i]);
+            nans += isnan(x) != 0;
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+    }
+    free(ha), free(hb);
+    if (nan) *nan = nans;
+    return sqrt(num / (den > 0 ? den : 1));
+}
