@@ -360,7 +360,7 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
         }
         mok_wgmma_commit();
         mok_wgmma_wait<0>();
-        flash_fence_acc(dq);
+        mok_fence_acc(dq);
         if (s + 2 < it.steps) named_arrive(kBarFree + 2 * w + slot, 256); /* step s + 2 may overwrite it */
         spin_bar(bar + offsetof(Bars, yfull) + 8 * slot, (s >> 1) & 1);
         /* this thread's chunk c of its columns' part of the slot, at (128 c + tid) * 16 bytes */
@@ -439,7 +439,7 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
         // P^T while dP^T is still running; then dS^T. Element 4i + e: key u0 + 8(e >> 1), query
         // t0 + 8i + 2qd + (e & 1).
         mok_wgmma_wait<1>();
-        flash_fence_acc(sp);
+        mok_fence_acc(sp);
         /* masked: u > t, i.e. 8(e >> 1) - 8i - (e & 1) > t0 + 2qd - u0; or t >= T */
         const bool mask = warp_last > t0 || t0 + kQRows > p.T;
         const int diag = t0 + 2 * qd - u0, tail = p.T - t0 - 2 * qd;
@@ -454,7 +454,7 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
             }
         }
         mok_wgmma_wait<0>();
-        flash_fence_acc(dp);
+        mok_fence_acc(dp);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const float2 dl = *reinterpret_cast<const float2 *>(stats + 128 + st * 64 + 8 * i + 2 * qd);
@@ -493,8 +493,8 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
         for (int k = 0; k < 4; k++) flash_wgmma_rs<1>(dk, da[k], desc(b_qn + 128 * k), 1);
         mok_wgmma_commit();
         mok_wgmma_wait<0>();
-        flash_fence_acc(dv);
-        flash_fence_acc(dk);
+        mok_fence_acc(dv);
+        mok_fence_acc(dk);
         arrive_bar(bar + offsetof(Bars, empty) + 8 * st); /* Q, dO and the stats of this stage are read */
 
         if (s >= 1 && computes(s - 1, w)) dq_step(s - 1);

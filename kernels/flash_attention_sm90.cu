@@ -207,9 +207,9 @@ __device__ __forceinline__ void online_softmax(float (&sc)[64], float (&m)[2], f
 
 /* Pins the softmax's results before what follows (the wait for O += P V). */
 __device__ __forceinline__ void fence_softmax(float (&sc)[64], float (&l)[2], float (&corr)[2]) {
-    flash_fence_acc(sc);
-    flash_fence_acc(l);
-    flash_fence_acc(corr);
+    mok_fence_acc(sc);
+    mok_fence_acc(l);
+    mok_fence_acc(corr);
 }
 
 __device__ __forceinline__ void rescale_o(float (&o)[64], const float (&corr)[2]) {
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             mok_wgmma_commit();
             pass_turn(w);
             mok_wgmma_wait<0>();
-            flash_fence_acc(sc);
+            mok_fence_acc(sc);
             if (leader) mok_mbar_arrive(&bars->empty_k[s]);
             if (leader && t.n_kb == 1) mok_mbar_arrive(&bars->q_empty);
             online_softmax<true>(sc, m, l, corr, 0, r0, qd, T, p.sl2);
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             flash_wait_bar(&bars->full_k[sk], (ik / S) & 1);
             flash_wait_bar(&bars->full_v[sv], (iv / S) & 1);
             wait_turn(w);
-            flash_fence_acc(o);
+            mok_fence_acc(o);
             fwd_fence_p(pa);
             mok_wgmma_fence();
             gemm_qk(sc, dq, desc_k(sk));
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             mok_wgmma_commit();
             pass_turn(w);
             mok_wgmma_wait<1>();
-            flash_fence_acc(sc);
+            mok_fence_acc(sc);
             if (leader) mok_mbar_arrive(&bars->empty_k[sk]);
             if (LAST && leader) mok_mbar_arrive(&bars->q_empty);
             online_softmax<LAST>(sc, m, l, corr, j * kBN, r0, qd, T, p.sl2);
@@ -344,11 +344,11 @@ __global__ void __launch_bounds__(kThreads, 1)
              * product is done and undoes the overlap): each arm has its own wait. */
             if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
                 mok_wgmma_wait<0>();
-                flash_fence_acc(o);
+                mok_fence_acc(o);
                 rescale_o(o, corr);
             } else {
                 mok_wgmma_wait<0>();
-                flash_fence_acc(o);
+                mok_fence_acc(o);
             }
             fwd_fence_p(pa);
             if (leader) mok_mbar_arrive(&bars->empty_v[sv]);
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int iv = it + t.n_kb - 1, sv = iv % S;
             flash_wait_bar(&bars->full_v[sv], (iv / S) & 1);
             wait_turn(w);
-            flash_fence_acc(o);
+            mok_fence_acc(o);
             fwd_fence_p(pa);
             mok_wgmma_fence();
             gemm_pv(o, pa, desc_v(sv));
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 1)
              * barrier after the tile loop instead makes ptxas spill 67 registers) */
             if (!(w == 1 && final_tile)) pass_turn(w);
             mok_wgmma_wait<0>();
-            flash_fence_acc(o);
+            mok_fence_acc(o);
             fwd_fence_p(pa);
             if (leader) mok_mbar_arrive(&bars->empty_v[sv]);
         }

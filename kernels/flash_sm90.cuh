@@ -106,13 +106,6 @@ __device__ __forceinline__ void flash_wgmma_rs(float (&d)[64], const uint32_t (&
 #undef FLASH_OPS32
 #undef FLASH_OPS64
 
-/* Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma. */
-template <int N>
-__device__ __forceinline__ void flash_fence_acc(float (&d)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 /* Waits for the phase of `parity` of an mbarrier. A lost arrival (a bug, never a slow producer)
  * traps after about 2^35 cycles instead of hanging the GPU. Not in code that keeps many wgmma
  * accumulators live: there the trap makes ptxas serialize the wgmma and spill (flash_spin_bar). */

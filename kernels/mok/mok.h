@@ -140,8 +140,9 @@ typedef struct {
 /* The backward's trace (diagnostic, MOKC_MOK_TRACE=1), per block, in ns of globaltimer:
  * consumer warpgroup 0 (its partner runs in step): [0] waiting for tasks, then per task kind
  * (dgrad, wdown, dx, wgu) [1 + 3 kind] tasks, [2 + 3 kind] main loop, [3 + 3 kind] epilogue;
- * the producer: [13 + kind] waiting on the protocol's counters. */
+ * the producer: [MOK_TRACE_PRODUCER + kind] waiting on the protocol's counters. */
 #define MOK_TRACE_SLOTS 32
+#define MOK_TRACE_PRODUCER 13 /* the producer's 4 slots follow the consumer's 13 */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

@@ -94,7 +94,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
             else
                 mok_wait(p.err, p.ticket + 1, p.budget_ns, p.dpg_done + k.idx, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t,
                          k.idx);
-            if (TRACE) sm.bars->trace[13 + k.kind] += mok_globaltimer() - tw;
+            if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.kind] += mok_globaltimer() - tw;
             mok_fence_proxy_async_global();
             int el, r0, nrows;
             mok_tile_rows(p, k.idx, el, r0, nrows);
@@ -122,7 +122,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
                 sm90_wait_expert(p, p.dpg_done, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t, k.idx);
             known = k.idx;
         }
-        if (TRACE) sm.bars->trace[13 + k.kind] += mok_globaltimer() - tw;
+        if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.kind] += mok_globaltimer() - tw;
         mok_fence_proxy_async_global();
         const int M = k.kind == BWD_WDOWN ? p.I : p.C, N = k.kind == BWD_WDOWN ? p.C : p.I;
         int arow[2], bcol[4];
@@ -299,7 +299,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
         }
     }
     if (lead)
-        for (int i = 0; i < 13; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
+        for (int i = 0; i < MOK_TRACE_PRODUCER; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
 }
 
 /* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         if (threadIdx.x == 0) {
             sm90_bwd_produce<TRACE>(p, tm, wd, sm, MT);
             if (TRACE)
-                for (int i = 13; i < 17; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = sm.bars->trace[i];
+                for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 4; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = sm.bars->trace[i];
         }
         else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
             sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.dyr, p.dy_off, 1);

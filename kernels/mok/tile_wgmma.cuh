@@ -129,9 +129,10 @@ __device__ __forceinline__ void mok_wgmma_wait() {
 }
 
 /* Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma. */
-__device__ __forceinline__ void mok_fence_acc(float (&d)[128]) {
+template <int N>
+__device__ __forceinline__ void mok_fence_acc(float (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < 128; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* d (+)= A (64 x 16, desc a; TA: M-major, else K-major) @ B (16 x 256, desc b; TB: N-major, else

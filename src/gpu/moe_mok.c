@@ -406,7 +406,7 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
                 "  %-5s %7.0f tasks  main loop %.3f ms (%.2f us/task)  epilogue %.3f ms (%.2f us/task)  producer "
                 "waiting on counters %.3f ms\n",
                 kinds[k], s[1 + 3 * k], s[2 + 3 * k] / G * 1e-6, s[2 + 3 * k] / n * 1e-3, s[3 + 3 * k] / G * 1e-6,
-                s[3 + 3 * k] / n * 1e-3, s[13 + k] / G * 1e-6);
+                s[3 + 3 * k] / n * 1e-3, s[MOK_TRACE_PRODUCER + k] / G * 1e-6);
     }
     free(h);
 }
