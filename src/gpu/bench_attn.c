@@ -12,6 +12,7 @@
 #include "../../kernels/attention.h"
 #include "../../kernels/flash_attention.h"
 #include "../../kernels/moe_fill.h"
+#include "../../kernels/rope.h"
 #include "common.h"
 #include "gpu/bench_util.h"
 #include "gpu/check.h"
@@ -25,7 +26,8 @@ static const char *attn_help =
     "--warmup: the flash kernels (MOKC_FLASH_FWD, MOKC_FLASH_BWD = mma|wgmma pick them) and the\n"
     "cuBLAS + softmax path. TFLOP/s count the causal half of the products: forward 2*B*Hq*T^2*D,\n"
     "backward 2.5x that. Prints a JSON line per implementation and a table; with both, the flash\n"
-    "outputs' relative error against cuBLAS (> 1e-2 fails the run).\n"
+    "outputs' relative error against cuBLAS (> 1e-2 fails the run). Last, the rotary embedding\n"
+    "kernels the training step runs around attention (impl \"rope\": q, k forward; dq, dk back).\n"
     "example: ./mokc bench attn --seq 8192 --batch 2\n";
 
 typedef struct {
@@ -135,6 +137,42 @@ static void time_run(Run *r, const AttnArgs *a, const Inputs *in, cublasHandle_t
     for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(e[i]));
 }
 
+/* The rotary embedding the training step runs around attention (model_gpu.c), as its own kernels:
+ * forward rotates q and k, backward rotates dq and dk back. Its time is what fusing RoPE into the
+ * QKV projection's epilogue could remove at most; printed as one more JSON line. */
+static void time_rope(const AttnArgs *a, const Inputs *in, bf16_t *dq, bf16_t *dk, cudaStream_t s) {
+    float *table = NULL;
+    cudaCheck(cudaMalloc((void **)&table, sizeof(float) * (size_t)gpu_rope_table_floats(a->T, a->D)));
+    gpu_rope_table_init(table, a->T, a->D, 10000.0f, s);
+    cudaEvent_t e[3];
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreate(&e[i]));
+    double *tf = callocCheck((size_t)a->iters, sizeof(double)), *tb = callocCheck((size_t)a->iters, sizeof(double));
+    for (int it = -a->warmup; it < a->iters; it++) {
+        cudaCheck(cudaEventRecord(e[0], s));
+        gpu_rope(in->q, table, a->B, a->T, a->Hq, a->D, 0, s);
+        gpu_rope(in->k, table, a->B, a->T, a->Hkv, a->D, 0, s);
+        cudaCheck(cudaEventRecord(e[1], s));
+        gpu_rope(dq, table, a->B, a->T, a->Hq, a->D, 1, s);
+        gpu_rope(dk, table, a->B, a->T, a->Hkv, a->D, 1, s);
+        cudaCheck(cudaEventRecord(e[2], s));
+        cudaCheck(cudaEventSynchronize(e[2]));
+        if (it < 0) continue;
+        float f = 0, b = 0;
+        cudaCheck(cudaEventElapsedTime(&f, e[0], e[1]));
+        cudaCheck(cudaEventElapsedTime(&b, e[1], e[2]));
+        tf[it] = f, tb[it] = b;
+    }
+    /* each pass reads and writes q and k once */
+    const double bytes = 2.0 * sizeof(bf16_t) * (double)(in->nq + in->nkv);
+    const double fwd_ms = bench_median(tf, a->iters), bwd_ms = bench_median(tb, a->iters);
+    printf("{\"bench\": \"attn\", \"impl\": \"rope\", \"B\": %d, \"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, "
+           "\"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_gbps\": %.0f, \"bwd_gbps\": %.0f}\n",
+           a->B, a->T, a->Hq, a->Hkv, a->D, a->iters, fwd_ms, bwd_ms, bytes / (fwd_ms * 1e6), bytes / (bwd_ms * 1e6));
+    free(tf), free(tb);
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(e[i]));
+    cudaCheck(cudaFree(table));
+}
+
 static void run_free(Run *r) {
     attention_workspace_free(r->ws);
     cudaCheck(cudaFree(r->out)), cudaCheck(cudaFree(r->dq)), cudaCheck(cudaFree(r->dk)), cudaCheck(cudaFree(r->dv));
@@ -206,6 +244,7 @@ int cmd_bench_attn(int argc, char **argv) {
     } else {
         rc = 0;
     }
+    if (n > 0) time_rope(&a, &in, runs[0].dq, runs[0].dk, s); /* after the comparison: it rotates q and k */
     for (int i = 0; i < n; i++) run_free(&runs[i]);
     cudaCheck(cudaFree(in.q)), cudaCheck(cudaFree(in.k)), cudaCheck(cudaFree(in.v)), cudaCheck(cudaFree(in.dout));
     cublasCheck(cublasDestroy(blas));
