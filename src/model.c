@@ -108,61 +108,39 @@ int param_table_find(const ParamTable *t, const char *name) {
     return -1;
 }
 
-/* ---------- random streams ---------- */
-
-uint64_t mokc_splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-uint64_t mokc_hash_string(uint64_t h, const char *s) {
-    h ^= 0xcbf29ce484222325ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-double mokc_uniform(uint64_t *state) { return (double)(mokc_splitmix64(state) >> 11) * 0x1.0p-53; }
-
-double mokc_normal(uint64_t *state) {
-    double u1 = mokc_uniform(state), u2 = mokc_uniform(state);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 static bool is_residual_output(const char *name) {
     const char *leaf = strrchr(name, '.');
     return leaf && (strcmp(leaf, ".wo") == 0 || strcmp(leaf, ".w_down") == 0);
 }
 
-#define INIT_CHUNK ((size_t)1 << 20)
+ParamInit model_param_init(const ParamInfo *p, const ModelDims *d) {
+    ParamInit in = {.ones = p->ndim == 1, .std = 0.02, .blocks = 1, .per_block = p->numel};
+    if (in.ones) return in;
+    if (is_residual_output(p->name)) in.std /= sqrt(2.0 * d->L);
+    if (p->kind == PARAM_EXPERT) in.blocks = (int)p->shape[0], in.per_block = p->numel / (size_t)in.blocks;
+    return in;
+}
+
+uint64_t model_init_block_state(const ParamInfo *p, const ModelDims *d, uint64_t seed, int b) {
+    const int global_id = p->kind == PARAM_EXPERT ? d->ep_rank * d->E_local + b : 0;
+    return mokc_hash_string(seed * MOKC_GOLDEN + (uint64_t)global_id, p->name);
+}
 
 void model_init_params(float *params, const ParamTable *t, const ModelDims *d, uint64_t seed) {
     for (int i = 0; i < t->count; i++) {
         const ParamInfo *p = &t->items[i];
+        const ParamInit in = model_param_init(p, d);
         float *w = params + p->offset;
-        if (p->ndim == 1) { /* norm weights */
+        if (in.ones) {
             for (size_t j = 0; j < p->numel; j++) w[j] = 1.0f;
             continue;
         }
-        double std = 0.02;
-        if (is_residual_output(p->name)) std /= sqrt(2.0 * d->L);
-        const int blocks = p->kind == PARAM_EXPERT ? (int)p->shape[0] : 1;
-        const size_t per_block = p->numel / (size_t)blocks;
-        const long chunks = (long)((per_block + INIT_CHUNK - 1) / INIT_CHUNK);
-        /* every chunk of INIT_CHUNK values its own stream: the same values for any thread count
-         * (a 10 G-parameter model initialises in seconds, not minutes) */
-#pragma omp parallel for collapse(2) schedule(dynamic)
-        for (int b = 0; b < blocks; b++)
-            for (long c = 0; c < chunks; c++) {
-                const int global_id = p->kind == PARAM_EXPERT ? d->ep_rank * d->E_local + b : 0;
-                uint64_t state = mokc_hash_string(seed * 0x9e3779b97f4a7c15ull + (uint64_t)global_id, p->name);
-                state ^= 0xd1b54a32d192ed03ull * (uint64_t)c;
-                const size_t j0 = (size_t)c * INIT_CHUNK, j1 = j0 + INIT_CHUNK < per_block ? j0 + INIT_CHUNK : per_block;
-                float *wb = w + (size_t)b * per_block;
-                for (size_t j = j0; j < j1; j++) wb[j] = (float)(std * mokc_normal(&state));
-            }
+        for (int b = 0; b < in.blocks; b++) {
+            const uint64_t state = model_init_block_state(p, d, seed, b);
+            float *wb = w + (size_t)b * in.per_block;
+#pragma omp parallel for schedule(static)
+            for (size_t j = 0; j < in.per_block; j++) wb[j] = mokc_init_value(state, j, in.std);
+        }
     }
 }
 

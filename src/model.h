@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "rng.h"
 
 typedef struct {
     int V, C, L;             /* vocab, hidden, layers */
@@ -69,16 +70,22 @@ int param_table_find(const ParamTable *t, const char *name);
  * down) ~ N(0, 0.02 / sqrt(2 L)) (GPT-2's scaling: the residual sum has 2L terms); norms = 1. */
 void model_init_params(float *params, const ParamTable *t, const ModelDims *d, uint64_t seed);
 
+/* How tensor p is initialised (model_init_params; the GPU's gpu_model_init_state follows it):
+ * ones, or `blocks` blocks of per_block values (one per expert, else one), value j of block b =
+ * mokc_init_value(model_init_block_state(p, d, seed, b), j, std). */
+typedef struct {
+    int ones;
+    double std;
+    int blocks;
+    size_t per_block;
+} ParamInit;
+ParamInit model_param_init(const ParamInfo *p, const ModelDims *d);
+uint64_t model_init_block_state(const ParamInfo *p, const ModelDims *d, uint64_t seed, int b);
+
 /* Parameter counts: total in the model (all experts), and active per token (k of E experts). */
 int64_t model_param_count(const ModelDims *d);
 int64_t model_active_param_count(const ModelDims *d);
 /* Training FLOPs per token: 6 * active matmul parameters + causal attention (fwd+bwd). */
 double model_flops_per_token(const ModelDims *d, int seq_len);
-
-/* The random streams used by initialisation and tests. */
-uint64_t mokc_splitmix64(uint64_t *state);
-uint64_t mokc_hash_string(uint64_t h, const char *s);
-double mokc_uniform(uint64_t *state);   /* [0, 1) */
-double mokc_normal(uint64_t *state);    /* N(0, 1), Box-Muller */
 
 #endif

@@ -312,7 +312,7 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     size_t nbias = (size_t)c->model.num_layers * (size_t)(c->moe.num_experts > 0 ? c->moe.num_experts : 1);
     tr->expert_bias = callocCheck(nbias, sizeof(float));
     tr->load = callocCheck(nbias, sizeof(int64_t));
-    model_init_params(tr->params, &tr->table, &tr->dims, (uint64_t)c->train.seed);
+    if (!tr->use_gpu) model_init_params(tr->params, &tr->table, &tr->dims, (uint64_t)c->train.seed);
     size_t N = (size_t)c->train.micro_batch * c->train.seq_len;
     tr->inputs = mallocCheck(N * sizeof(int));
     tr->targets = mallocCheck(N * sizeof(int));
@@ -335,7 +335,8 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     checkpoint_resume(tr);
 #ifdef MOKC_CUDA
     if (tr->use_gpu) {
-        gpu_model_upload_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
+        if (tr->saved_step >= 0) gpu_model_upload_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
+        else gpu_model_init_state(tr->gpu, (uint64_t)c->train.seed);
         gpu_model_set_expert_bias(tr->gpu, tr->expert_bias);
     }
 #endif

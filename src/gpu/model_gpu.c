@@ -25,6 +25,7 @@
 #include "../../kernels/embedding.h"
 #include "../../kernels/reduce.h"
 #include "../../kernels/rmsnorm.h"
+#include "../../kernels/init_params.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
 #include "common.h"
@@ -293,6 +294,26 @@ void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, co
     cudaCheck(cudaMemcpy(g->params, params, bytes, cudaMemcpyHostToDevice));
     if (m) cudaCheck(cudaMemcpy(g->adam_m, m, bytes, cudaMemcpyHostToDevice));
     if (v) cudaCheck(cudaMemcpy(g->adam_v, v, bytes, cudaMemcpyHostToDevice));
+    gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
+    cudaCheck(cudaStreamSynchronize(g->stream));
+}
+
+void gpu_model_init_state(GpuModel *g, uint64_t seed) {
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        const ParamInit in = model_param_init(p, g->d);
+        float *w = g->params + p->offset;
+        if (in.ones) {
+            gpu_init_ones(w, p->numel, g->stream);
+            continue;
+        }
+        for (int b = 0; b < in.blocks; b++)
+            gpu_init_normal(w + (size_t)b * in.per_block, in.per_block, model_init_block_state(p, g->d, seed, b),
+                            in.std, g->stream);
+    }
+    const size_t bytes = g->t->total * sizeof(float);
+    cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
+    cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }

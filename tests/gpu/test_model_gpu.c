@@ -4,6 +4,7 @@
  * every gradient tensor must agree within bf16 accuracy, and a second GPU pass must repeat the
  * first bit for bit.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,7 +100,49 @@ static void compare_model(int tie, int sigmoid) {
     param_table_free(&t);
 }
 
+/* gpu_model_init_state against model_init_params: a vocabulary large enough that the embedding
+ * spans two of initialisation's chunks; the device starts from NaN parameters and moments, so a
+ * value not written shows. Values may differ in the last float bit where CUDA's double log or cos
+ * round otherwise than the host's libm: at most one ulp, and rarely. */
+static void test_init_matches_host(void) {
+    if (!gpu_test_begin()) return;
+    ModelDims d = dims(0, 0);
+    d.V = 20000;
+    ParamTable t;
+    param_table_build(&t, &d);
+    CHECK(t.items[param_table_find(&t, "tok_emb")].numel > MOKC_INIT_CHUNK);
+    float *host = malloc(t.total * sizeof(float)), *dev = malloc(t.total * sizeof(float));
+    float *m = malloc(t.total * sizeof(float)), *v = malloc(t.total * sizeof(float));
+    model_init_params(host, &t, &d, 99);
+    for (size_t j = 0; j < t.total; j++) dev[j] = m[j] = v[j] = NAN;
+    Dist dist;
+    memset(&dist, 0, sizeof dist);
+    dist.world = dist.ep = dist.dp = 1;
+    GpuComms comms = {0};
+    TrainConfig tc = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    GpuModel *gm = gpu_model_create(&d, &t, &tc, &dist, &comms, 1, 8, MOE_IMPL_UNFUSED);
+    gpu_model_upload_state(gm, dev, m, v);
+    gpu_model_init_state(gm, 99);
+    gpu_model_download_state(gm, dev, m, v);
+    long differ = 0, far = 0, moments = 0;
+    for (size_t j = 0; j < t.total; j++) {
+        if (memcmp(&dev[j], &host[j], sizeof(float)) != 0) {
+            differ++;
+            far += !(fabsf(dev[j] - host[j]) <= fabsf(nextafterf(host[j], 2 * host[j]) - host[j]));
+        }
+        moments += m[j] != 0.0f || v[j] != 0.0f;
+    }
+    printf("      %zu values: %ld differ from the host's (%ld by more than one ulp); %ld nonzero moments\n", t.total,
+           differ, far, moments);
+    CHECK_MSG(far == 0 && moments == 0, "%ld values off by more than one ulp, %ld moments not zero", far, moments);
+    CHECK_MSG(differ * 1000000L <= (long)t.total, "%ld of %zu values differ in their last bit", differ, t.total);
+    gpu_model_destroy(gm);
+    free(host), free(dev), free(m), free(v);
+    param_table_free(&t);
+}
+
 static void test_model_untied_softmax(void) { compare_model(0, 0); }
 static void test_model_tied_sigmoid(void) { compare_model(1, 1); }
 
-TEST_SUITE(gpu_model, TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid));
+TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_model_untied_softmax),
+           TEST_CASE(test_model_tied_sigmoid));
