@@ -25,6 +25,8 @@ typedef struct {
 
 typedef struct {
     __nv_bfloat16 *c;
+    const float *rope;  /* NULL, or gemm_sm90_rope's table: rotate pairs of each head of D columns */
+    int rope_T, rope_D;
     MokError *err;
     unsigned *claim;
     long long budget_ns;
@@ -67,14 +69,67 @@ __device__ void gemm_produce(const GemmSm90Params &p, const GemmSm90Maps &tm, co
     }
 }
 
-/* Consumer w's 64 x 256 result as bf16 into rows m0 + 64w.. of group g, two staged halves. */
+/* gemm_sm90_rope's unstage: the staged 64 x 128 columns from c0 (whole heads of D, D | 128) out to
+ * rows[r] (r < nrows), rotated. Work items are the pairs of 8-column chunks (one in a head's first
+ * half, its partner D/2 later): 8 per row, 512 in all, 4 a thread, 2 at a time (4 spill); each
+ * loads its position's 8 cosines and sines, does rope.cu's arithmetic on the staged bf16 values
+ * and stores both chunks. */
+__device__ __forceinline__ void gemm_unstage_rope(const GemmSm90Params &p, __nv_bfloat16 *stg, int w, int nrows,
+                                                  int r0, int c0, __nv_bfloat16 *rows) {
+    const int tid = threadIdx.x & 127, span = p.rope_D / 16, hd = p.rope_D / 2;
+#pragma unroll 2
+    for (int j = 0; j < 4; j++) {
+        const int v = tid + 128 * j, r = v >> 3, q = v & 7;
+        const int e = q % span, c1 = (q / span) * 2 * span + e; /* head q / span, its chunk e */
+        if (r >= nrows || c0 + 8 * c1 >= p.N) continue;
+        const float *cs = p.rope + (size_t)((r0 + r) % p.rope_T) * p.rope_D + 8 * e;
+        float cv[8], sv[8], x1[8], x2[8];
+        *reinterpret_cast<float4 *>(cv) = *reinterpret_cast<const float4 *>(cs);
+        *reinterpret_cast<float4 *>(cv + 4) = *reinterpret_cast<const float4 *>(cs + 4);
+        *reinterpret_cast<float4 *>(sv) = *reinterpret_cast<const float4 *>(cs + hd);
+        *reinterpret_cast<float4 *>(sv + 4) = *reinterpret_cast<const float4 *>(cs + hd + 4);
+        const int4 a = *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c1));
+        const int4 b = *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c1 + span));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 fa = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162 *>(&a)[k]);
+            const float2 fb = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162 *>(&b)[k]);
+            x1[2 * k] = fa.x, x1[2 * k + 1] = fa.y, x2[2 * k] = fb.x, x2[2 * k + 1] = fb.y;
+        }
+        int4 u1, u2;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float o1[2], o2[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int m = 2 * k + h;
+                o1[h] = __fsub_rn(__fmul_rn(x1[m], cv[m]), __fmul_rn(x2[m], sv[m]));
+                o2[h] = __fadd_rn(__fmul_rn(x1[m], sv[m]), __fmul_rn(x2[m], cv[m]));
+            }
+            reinterpret_cast<__nv_bfloat162 *>(&u1)[k] = __floats2bfloat162_rn(o1[0], o1[1]);
+            reinterpret_cast<__nv_bfloat162 *>(&u2)[k] = __floats2bfloat162_rn(o2[0], o2[1]);
+        }
+        __nv_bfloat16 *row = rows + (size_t)r * p.N + c0;
+        *reinterpret_cast<int4 *>(row + 8 * c1) = u1;
+        *reinterpret_cast<int4 *>(row + 8 * (c1 + span)) = u2;
+    }
+    sm90_named_sync(2 + w, 128);
+}
+
+/* Consumer w's 64 x 256 result as bf16 into rows m0 + 64w.. of group g, two staged halves; ROPE:
+ * rotated (p.rope). */
+template <bool ROPE>
 __device__ __forceinline__ void gemm_store(const GemmSm90Params &p, const float (&acc)[128], __nv_bfloat16 *stg,
                                            int w, const GemmTile &k) {
     const int r0 = k.m0 + 64 * w;
     __nv_bfloat16 *rows = p.c + ((size_t)k.g * p.M + r0) * p.N;
-    sm90_store_rows(acc, stg, w, p.M - r0, k.n0, p.N, [&](int r) { return rows + (size_t)r * p.N; });
+    if constexpr (ROPE)
+        sm90_store_parts(acc, stg, w, k.n0, p.N, [&](int c0) { gemm_unstage_rope(p, stg, w, p.M - r0, r0, c0, rows); });
+    else
+        sm90_store_rows(acc, stg, w, p.M - r0, k.n0, p.N, [&](int r) { return rows + (size_t)r * p.N; });
 }
 
+template <bool ROPE>
 __device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90Watch &wd, const Sm90Smem &sm, int w) {
     float acc[128];
 #pragma unroll
@@ -85,10 +140,12 @@ __device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile(p, t);
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
-        gemm_store(p, acc, stg, w, k);
+        gemm_store<ROPE>(p, acc, stg, w, k);
     }
 }
 
+/* ROPE: the epilogue applies p.rope (a kernel of its own: the plain one keeps its registers). */
+template <bool ROPE>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
 #if MOK_SM90
@@ -102,7 +159,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
-    gemm_consume(p, wd, sm, wg - 1);
+    gemm_consume<ROPE>(p, wd, sm, wg - 1);
 #else
     asm volatile("trap;");
 #endif
@@ -128,14 +185,16 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
     return *why == NULL;
 }
 
-extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
-                                  cudaStream_t stream) {
+/* Both entry points: the shape checked, the kernel launched (rope: NULL or the table). */
+static void gemm_launch(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K, const float *rope,
+                        int T, int D, cudaStream_t stream) {
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
-    sm90_prepare(gemm_sm90_kernel, SM90_BM, "grouped GEMM");
+    if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "GEMM with RoPE");
+    else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "grouped GEMM");
     int dev = 0, sms = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -154,6 +213,7 @@ extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, i
     sm90_encode(&tm.b, B, 3, N, K, G, 64);
     GemmSm90Params p;
     p.c = reinterpret_cast<__nv_bfloat16 *>(C);
+    p.rope = rope, p.rope_T = T, p.rope_D = D;
     p.err = watch[dev].dev;
     p.claim = watch[dev].claim;
     p.budget_ns = GEMM_BUDGET_NS;
@@ -161,8 +221,32 @@ extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, i
     p.mt = (M + SM90_BM - 1) / SM90_BM;
     p.nt = (N + GEMM_BN - 1) / GEMM_BN;
     p.tiles = G * p.mt * p.nt;
-    gemm_sm90_kernel<<<min(sms, p.tiles), SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    if (rope) gemm_sm90_kernel<true><<<min(sms, p.tiles), SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    else gemm_sm90_kernel<false><<<min(sms, p.tiles), SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
+}
+
+extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                  cudaStream_t stream) {
+    gemm_launch(C, A, B, G, M, N, K, NULL, 0, 0, stream);
+}
+
+extern "C" int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why) {
+    if (!gemm_sm90_shape_ok(1, M, N, K, why)) return 0;
+    if (D < 16 || D % 16 != 0 || 128 % D != 0)
+        *why = "the head dim must be 16, 32, 64 or 128 (a staged half tile holds whole heads)";
+    else if (N % D != 0)
+        *why = "N must be a whole number of heads";
+    return *why == NULL;
+}
+
+extern "C" void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int M, int N, int K, const float *table,
+                               int T, int D, cudaStream_t stream) {
+    const char *why = NULL;
+    if (!gemm_sm90_rope_ok(M, N, K, D, &why) || T < 1 || ((uintptr_t)table & 7))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90_rope: %d x %d x %d, T %d, head dim %d: %s (internal)", M, N, K,
+                 T, D, why ? why : "T must be positive and the table 8-byte aligned");
+    gemm_launch(C, A, B, 1, M, N, K, table, T, D, stream);
 }
 
 extern "C" int gemm_sm90_watchdog_report(char *buf, size_t len) {

@@ -34,6 +34,15 @@ int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why);
 void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                        cudaStream_t stream);
 
+/* C = A @ B (one group, M x K by K x N) with the rotary embedding applied to C's rows in the
+ * epilogue: row m is position m % T (rows are (batch, position)), C's
+ * columns are heads of D, the table is rope.h's (gpu_rope_table_init: cos, sin of T x D). The
+ * projection of q or k and its RoPE in one pass, rope.cu's arithmetic on the bf16 products.
+ * gemm_sm90_rope_ok: as gemm_sm90_shape_ok, and D one of 16, 32, 64, 128, N a multiple of D. */
+int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why);
+void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int M, int N, int K, const float *table, int T,
+                    int D, cudaStream_t stream);
+
 /* The kernel's pipeline waits are bounded (10 s): on expiry it fills a host-mapped record and
  * traps, which surfaces at the next GPU call. Returns 1 and the record in buf when that happened
  * on the current device, else 0. */

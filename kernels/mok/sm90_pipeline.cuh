@@ -225,18 +225,27 @@ __device__ __forceinline__ __nv_bfloat162 sm90_pair(const float (&acc)[128], int
     return __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
 }
 
-/* Consumer w's 64 x 256 result as bf16, two staged halves: row r < nrows, column col0 + c <
- * ncols to row_at(r)[col0 + c]. */
-template <class R>
-__device__ __forceinline__ void sm90_store_rows(const float (&acc)[128], __nv_bfloat16 *stg, int w, int nrows,
-                                                int col0, int ncols, R row_at) {
+/* Consumer w's 64 x 256 result as bf16 in two staged halves of 128 columns: each staged, then
+ * unstage(c0) (c0 = col0 + 128 * part < ncols) writes it out and frees the staging. */
+template <class U>
+__device__ __forceinline__ void sm90_store_parts(const float (&acc)[128], __nv_bfloat16 *stg, int w, int col0,
+                                                 int ncols, U unstage) {
 #pragma unroll
     for (int part = 0; part < 2; part++) {
         const int c0 = col0 + 128 * part;
         if (c0 >= ncols) break;
         sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16 * part, half); });
-        sm90_unstage(stg, w, nrows, c0, ncols, [&](int r) { return row_at(r) + c0; });
+        unstage(c0);
     }
+}
+
+/* The same to rows: row r < nrows, column col0 + c < ncols to row_at(r)[col0 + c]. */
+template <class R>
+__device__ __forceinline__ void sm90_store_rows(const float (&acc)[128], __nv_bfloat16 *stg, int w, int nrows,
+                                                int col0, int ncols, R row_at) {
+    sm90_store_parts(acc, stg, w, col0, ncols, [&](int c0) {
+        sm90_unstage(stg, w, nrows, c0, ncols, [&](int r) { return row_at(r) + c0; });
+    });
 }
 
 /* The same, each row pushed to its source rank's slot (token * k + j) at window offset off: the

@@ -11,28 +11,33 @@
 
 #include "../../kernels/attention.h"
 #include "../../kernels/flash_attention.h"
+#include "../../kernels/mok/gemm_sm90.h"
+#include "../../kernels/mok/mok.h"
 #include "../../kernels/moe_fill.h"
 #include "../../kernels/rope.h"
 #include "common.h"
 #include "gpu/bench_util.h"
 #include "gpu/check.h"
 #include "gpu/device.h"
+#include "gpu/gemm.h"
 
 static const char *attn_help =
     "usage: mokc bench attn [--impl flash|cublas|all] [--batch 4] [--heads 16] [--kv-heads 4]\n"
-    "                       [--head-dim 128] [--seq 4096] [--iters 20] [--warmup 5] [--seed S]\n"
+    "                       [--head-dim 128] [--seq 4096] [--hidden 2048] [--iters 20] [--warmup 5]\n"
+    "                       [--seed S]\n"
     "\n"
     "Times causal grouped-query attention on GPU 0, forward and backward, median of --iters after\n"
     "--warmup: the flash kernels (MOKC_FLASH_FWD, MOKC_FLASH_BWD = mma|wgmma pick them) and the\n"
     "cuBLAS + softmax path. TFLOP/s count the causal half of the products: forward 2*B*Hq*T^2*D,\n"
     "backward 2.5x that. Prints a JSON line per implementation and a table; with both, the flash\n"
-    "outputs' relative error against cuBLAS (> 1e-2 fails the run). Last, the rotary embedding\n"
-    "kernels the training step runs around attention (impl \"rope\": q, k forward; dq, dk back).\n"
+    "outputs' relative error against cuBLAS (> 1e-2 fails the run). Last (impl \"rope\"), RoPE around\n"
+    "attention: the rope kernels alone (q, k; dq, dk back), and the q, k projections from --hidden\n"
+    "as cuBLAS + rope kernels against the Hopper tile with RoPE in its epilogue (> 1e-2 apart fails).\n"
     "example: ./mokc bench attn --seq 8192 --batch 2\n";
 
 typedef struct {
     const char *impl;
-    int B, Hq, Hkv, D, T, iters, warmup, seed;
+    int B, Hq, Hkv, D, T, hidden, iters, warmup, seed;
 } AttnArgs;
 
 static int usage(const char *fmt, const char *arg) {
@@ -45,12 +50,14 @@ static int usage(const char *fmt, const char *arg) {
 /* Returns -1 when the arguments are fine, else the exit code. */
 static int parse_args(int argc, char **argv, AttnArgs *a) {
     *a = (AttnArgs){
-        .impl = "all", .B = 4, .Hq = 16, .Hkv = 4, .D = 128, .T = 4096, .iters = 20, .warmup = 5, .seed = 1234};
+        .impl = "all", .B = 4, .Hq = 16, .Hkv = 4, .D = 128, .T = 4096, .hidden = 2048, .iters = 20, .warmup = 5,
+        .seed = 1234};
     const struct {
         const char *name;
         int *dst, min;
     } ints[] = {{"--batch", &a->B, 1}, {"--heads", &a->Hq, 1},    {"--kv-heads", &a->Hkv, 1},  {"--head-dim", &a->D, 2},
-                {"--seq", &a->T, 1},   {"--iters", &a->iters, 1}, {"--warmup", &a->warmup, 0}, {"--seed", &a->seed, 0}};
+                {"--seq", &a->T, 1},   {"--iters", &a->iters, 1}, {"--warmup", &a->warmup, 0}, {"--seed", &a->seed, 0},
+                {"--hidden", &a->hidden, 8}};
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
@@ -137,40 +144,98 @@ static void time_run(Run *r, const AttnArgs *a, const Inputs *in, cublasHandle_t
     for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(e[i]));
 }
 
-/* The rotary embedding the training step runs around attention (model_gpu.c), as its own kernels:
- * forward rotates q and k, backward rotates dq and dk back. Its time is what fusing RoPE into the
- * QKV projection's epilogue could remove at most; printed as one more JSON line. */
-static void time_rope(const AttnArgs *a, const Inputs *in, bf16_t *dq, bf16_t *dk, cudaStream_t s) {
+/* RoPE around attention: the training step's q and k projections and rotations, timed three ways
+ * (issue 10's "measure which"): cuBLAS GEMMs then the rope kernels (rotate q, k; backward: dq, dk
+ * back), the megakernel's Hopper tile without and with RoPE in its epilogue. */
+typedef struct {
+    const AttnArgs *a;
+    cublasHandle_t blas;
+    const float *table;
+    const bf16_t *x, *wq, *wk;
+    bf16_t *q, *k;
+    int M, C;
+} Proj;
+
+static void rope_qk(Proj *p, bf16_t *q, bf16_t *k, int inverse, cudaStream_t s) {
+    gpu_rope(q, p->table, p->a->B, p->a->T, p->a->Hq, p->a->D, inverse, s);
+    gpu_rope(k, p->table, p->a->B, p->a->T, p->a->Hkv, p->a->D, inverse, s);
+}
+static void proj_rope_fwd(void *c, cudaStream_t s) { rope_qk(c, ((Proj *)c)->q, ((Proj *)c)->k, 0, s); }
+static void proj_rope_bwd(void *c, cudaStream_t s) { rope_qk(c, ((Proj *)c)->q, ((Proj *)c)->k, 1, s); }
+static void proj_cublas(void *c, cudaStream_t s) {
+    (void)s; /* the handle's stream */
+    Proj *p = c;
+    const int QD = p->a->Hq * p->a->D, KD = p->a->Hkv * p->a->D;
+    gemm_rm(p->blas, 0, 0, p->M, QD, p->C, p->x, GEMM_BF16, p->wq, GEMM_BF16, p->q, GEMM_BF16, 1, 0);
+    gemm_rm(p->blas, 0, 0, p->M, KD, p->C, p->x, GEMM_BF16, p->wk, GEMM_BF16, p->k, GEMM_BF16, 1, 0);
+}
+static void proj_cublas_rope(void *c, cudaStream_t s) {
+    proj_cublas(c, s);
+    proj_rope_fwd(c, s);
+}
+static void proj_sm90(void *c, cudaStream_t s) {
+    Proj *p = c;
+    const int QD = p->a->Hq * p->a->D, KD = p->a->Hkv * p->a->D;
+    gemm_sm90_grouped(p->q, p->x, p->wq, 1, p->M, QD, p->C, s);
+    gemm_sm90_grouped(p->k, p->x, p->wk, 1, p->M, KD, p->C, s);
+}
+static void proj_sm90_rope(void *c, cudaStream_t s) {
+    Proj *p = c;
+    const int QD = p->a->Hq * p->a->D, KD = p->a->Hkv * p->a->D;
+    gemm_sm90_rope(p->q, p->x, p->wq, p->M, QD, p->C, p->table, p->a->T, p->a->D, s);
+    gemm_sm90_rope(p->k, p->x, p->wk, p->M, KD, p->C, p->table, p->a->T, p->a->D, s);
+}
+
+/* Prints one JSON line; returns 0, or MOKC_EXIT_RUNTIME when the fused output disagrees with
+ * cuBLAS + rope (relative error > 1e-2). */
+static int time_rope(const AttnArgs *a, cublasHandle_t blas, cudaStream_t s) {
+    Proj p = {.a = a, .blas = blas, .M = a->B * a->T, .C = a->hidden};
+    const long nx = (long)p.M * p.C, nq = (long)p.M * a->Hq * a->D, nk = (long)p.M * a->Hkv * a->D;
     float *table = NULL;
     cudaCheck(cudaMalloc((void **)&table, sizeof(float) * (size_t)gpu_rope_table_floats(a->T, a->D)));
     gpu_rope_table_init(table, a->T, a->D, 10000.0f, s);
-    cudaEvent_t e[3];
-    for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreate(&e[i]));
-    double *tf = callocCheck((size_t)a->iters, sizeof(double)), *tb = callocCheck((size_t)a->iters, sizeof(double));
-    for (int it = -a->warmup; it < a->iters; it++) {
-        cudaCheck(cudaEventRecord(e[0], s));
-        gpu_rope(in->q, table, a->B, a->T, a->Hq, a->D, 0, s);
-        gpu_rope(in->k, table, a->B, a->T, a->Hkv, a->D, 0, s);
-        cudaCheck(cudaEventRecord(e[1], s));
-        gpu_rope(dq, table, a->B, a->T, a->Hq, a->D, 1, s);
-        gpu_rope(dk, table, a->B, a->T, a->Hkv, a->D, 1, s);
-        cudaCheck(cudaEventRecord(e[2], s));
-        cudaCheck(cudaEventSynchronize(e[2]));
-        if (it < 0) continue;
-        float f = 0, b = 0;
-        cudaCheck(cudaEventElapsedTime(&f, e[0], e[1]));
-        cudaCheck(cudaEventElapsedTime(&b, e[1], e[2]));
-        tf[it] = f, tb[it] = b;
+    p.table = table;
+    bf16_t *x = dev_alloc(nx), *wq = dev_alloc((long)p.C * a->Hq * a->D), *wk = dev_alloc((long)p.C * a->Hkv * a->D);
+    bf16_t *q = dev_alloc(nq), *k = dev_alloc(nk), *q_ref = dev_alloc(nq), *k_ref = dev_alloc(nk);
+    const unsigned long long seed = (unsigned long long)a->seed * 4 + 100;
+    gpu_moe_fill_bf16(x, nx, seed, 0, 1.0f, 0.0f, s);
+    gpu_moe_fill_bf16(wq, (long)p.C * a->Hq * a->D, seed + 1, 0, 0.02f, 0.0f, s);
+    gpu_moe_fill_bf16(wk, (long)p.C * a->Hkv * a->D, seed + 2, 0, 0.02f, 0.0f, s);
+    p.x = x, p.wq = wq, p.wk = wk, p.q = q, p.k = k;
+    const double fwd = bench_time_ms(proj_rope_fwd, &p, a->iters, a->warmup, s);
+    const double bwd = bench_time_ms(proj_rope_bwd, &p, a->iters, a->warmup, s);
+    const double cublas = bench_time_ms(proj_cublas, &p, a->iters, a->warmup, s);
+    const double cublas_rope = bench_time_ms(proj_cublas_rope, &p, a->iters, a->warmup, s);
+    double sm90 = NAN, sm90_rope = NAN, err_q = NAN, err_k = NAN;
+    const char *why = NULL;
+    int rc = 0;
+    if (mok_sm90_available() && gemm_sm90_rope_ok(p.M, a->Hq * a->D, p.C, a->D, &why) &&
+        gemm_sm90_rope_ok(p.M, a->Hkv * a->D, p.C, a->D, &why)) {
+        sm90 = bench_time_ms(proj_sm90, &p, a->iters, a->warmup, s);
+        sm90_rope = bench_time_ms(proj_sm90_rope, &p, a->iters, a->warmup, s);
+        p.q = q_ref, p.k = k_ref;
+        proj_cublas_rope(&p, s);
+        err_q = bench_rel_err_bf16(q, q_ref, nq, NULL), err_k = bench_rel_err_bf16(k, k_ref, nk, NULL);
+        rc = err_q < 1e-2 && err_k < 1e-2 ? 0 : MOKC_EXIT_RUNTIME; /* false for NaN */
+    } else {
+        printf("qk projection on the Hopper tile: skipped (%s)\n", why ? why : "needs an SM 9.0 GPU and sm_90a");
     }
-    /* each pass reads and writes q and k once */
-    const double bytes = 2.0 * sizeof(bf16_t) * (double)(in->nq + in->nkv);
-    const double fwd_ms = bench_median(tf, a->iters), bwd_ms = bench_median(tb, a->iters);
+    char js[4][32]; /* null where the Hopper tile did not run */
+    const double jv[4] = {sm90, sm90_rope, err_q, err_k};
+    for (int i = 0; i < 4; i++) snprintf(js[i], sizeof js[i], isnan(jv[i]) ? "null" : i < 2 ? "%.4f" : "%.2e", jv[i]);
     printf("{\"bench\": \"attn\", \"impl\": \"rope\", \"B\": %d, \"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, "
-           "\"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_gbps\": %.0f, \"bwd_gbps\": %.0f}\n",
-           a->B, a->T, a->Hq, a->Hkv, a->D, a->iters, fwd_ms, bwd_ms, bytes / (fwd_ms * 1e6), bytes / (bwd_ms * 1e6));
-    free(tf), free(tb);
-    for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(e[i]));
-    cudaCheck(cudaFree(table));
+           "\"hidden\": %d, \"iters\": %d, \"rope_fwd_ms\": %.4f, \"rope_bwd_ms\": %.4f, \"qk_cublas_ms\": %.4f, "
+           "\"qk_cublas_rope_ms\": %.4f, \"qk_sm90_ms\": %s, \"qk_sm90_rope_ms\": %s, \"rel_err_q\": %s, "
+           "\"rel_err_k\": %s}\n",
+           a->B, a->T, a->Hq, a->Hkv, a->D, a->hidden, a->iters, fwd, bwd, cublas, cublas_rope, js[0], js[1], js[2],
+           js[3]);
+    printf("\nq, k projection (hidden %d) and RoPE, ms: cuBLAS %.3f, + rope kernels %.3f (rope alone %.3f, its "
+           "backward %.3f); Hopper tile %.3f, with RoPE in its epilogue %.3f (rel err vs cuBLAS + rope: q %.2e, k "
+           "%.2e)%s\n",
+           a->hidden, cublas, cublas_rope, fwd, bwd, sm90, sm90_rope, err_q, err_k, rc ? "  FAIL" : "");
+    cudaCheck(cudaFree(table)), cudaCheck(cudaFree(x)), cudaCheck(cudaFree(wq)), cudaCheck(cudaFree(wk));
+    cudaCheck(cudaFree(q)), cudaCheck(cudaFree(k)), cudaCheck(cudaFree(q_ref)), cudaCheck(cudaFree(k_ref));
+    return rc;
 }
 
 static void run_free(Run *r) {
@@ -244,7 +309,8 @@ int cmd_bench_attn(int argc, char **argv) {
     } else {
         rc = 0;
     }
-    if (n > 0) time_rope(&a, &in, runs[0].dq, runs[0].dk, s); /* after the comparison: it rotates q and k */
+    const int rope_rc = time_rope(&a, blas, s);
+    if (rc == 0) rc = rope_rc;
     for (int i = 0; i < n; i++) run_free(&runs[i]);
     cudaCheck(cudaFree(in.q)), cudaCheck(cudaFree(in.k)), cudaCheck(cudaFree(in.v)), cudaCheck(cudaFree(in.dout));
     cublasCheck(cublasDestroy(blas));

@@ -19,6 +19,25 @@ double bench_median(double *t, int n) {
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+double bench_time_ms(BenchFn fn, void *ctx, int iters, int warmup, cudaStream_t s) {
+    cudaEvent_t e[2];
+    for (int i = 0; i < 2; i++) cudaCheck(cudaEventCreate(&e[i]));
+    double *t = callocCheck((size_t)iters, sizeof(double));
+    for (int it = -warmup; it < iters; it++) {
+        cudaCheck(cudaEventRecord(e[0], s));
+        fn(ctx, s);
+        cudaCheck(cudaEventRecord(e[1], s));
+        cudaCheck(cudaEventSynchronize(e[1]));
+        float ms = 0;
+        cudaCheck(cudaEventElapsedTime(&ms, e[0], e[1]));
+        if (it >= 0) t[it] = ms;
+    }
+    const double med = bench_median(t, iters);
+    free(t);
+    for (int i = 0; i < 2; i++) cudaCheck(cudaEventDestroy(e[i]));
+    return med;
+}
+
 static float bf16_value(bf16_t b) {
     const uint32_t u = (uint32_t)b << 16;
     float f;

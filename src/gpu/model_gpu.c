@@ -1,6 +1,7 @@
 /*
  * The whole model on the GPU (see model_gpu.h). Per layer, forward:
  *   ln1 = rmsnorm(x) (bf16) -> q, k, v = ln1 @ wq, wk, wv (bf16) -> RoPE -> attention -> atty (bf16)
+ *   (on Hopper the q and k projections run on the megakernel's tile with RoPE in their epilogue)
  *   x_mid = x + atty @ wo (fp32) -> ln2 = rmsnorm(x_mid) (bf16, and fp32 for the router)
  *   x_next = x_mid + swiglu(ln2 @ w_gate, ln2 @ w_up) @ w_down, or + MoE(ln2)
  * then lnf = rmsnorm(x) and the LM head with the cross-entropy in chunks of rows: each chunk's
@@ -26,6 +27,8 @@
 #include "../../kernels/reduce.h"
 #include "../../kernels/rmsnorm.h"
 #include "../../kernels/init_params.h"
+#include "../../kernels/mok/gemm_sm90.h"
+#include "../../kernels/mok/mok.h"
 #include "../../kernels/rope.h"
 #include "../../kernels/swiglu.h"
 #include "common.h"
@@ -77,6 +80,7 @@ struct GpuModel {
     bf16_t *dres_bf16, *datty, *dq, *dk, *dv, *dg, *du;
     double *partials, *scalars, *h_scalars;
     AttnImpl attn_impl;
+    int qk_rope_fused;            /* q, k projections by gemm_sm90_rope, not cuBLAS + gpu_rope */
     AttentionWorkspace *attn;
     void *attn_mem;
     /* MoE */
@@ -230,6 +234,9 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->d = d, g->t = t, g->tc = tc, g->dist = dist, g->comms = comms;
     g->B = B, g->T = T, g->N = B * T;
     g->attn_impl = attention_default_impl(d->D);
+    const char *why = NULL;
+    g->qk_rope_fused = mok_sm90_available() && gemm_sm90_rope_ok(g->N, d->Hq * d->D, d->C, d->D, &why) &&
+                       gemm_sm90_rope_ok(g->N, d->Hkv * d->D, d->C, d->D, &why);
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
@@ -382,11 +389,16 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     float *x_next = l + 1 < d->L ? g->layers[l + 1].x_in : g->x_final;
     cudaStream_t s = g->stream;
     gpu_rmsnorm_forward(a->ln1, NULL, a->rstd1, a->x_in, W32(o->attn_norm), N, C, (float)d->eps, s);
-    gemm_rm(g->blas, 0, 0, N, QD, C, a->ln1, GEMM_BF16, W16(o->wq), GEMM_BF16, a->q, GEMM_BF16, 1, 0);
-    gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wk), GEMM_BF16, a->k, GEMM_BF16, 1, 0);
+    if (g->qk_rope_fused) { /* bench attn measures both ways */
+        gemm_sm90_rope(a->q, a->ln1, W16(o->wq), N, QD, C, g->rope_table, g->T, d->D, s);
+        gemm_sm90_rope(a->k, a->ln1, W16(o->wk), N, KD, C, g->rope_table, g->T, d->D, s);
+    } else {
+        gemm_rm(g->blas, 0, 0, N, QD, C, a->ln1, GEMM_BF16, W16(o->wq), GEMM_BF16, a->q, GEMM_BF16, 1, 0);
+        gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wk), GEMM_BF16, a->k, GEMM_BF16, 1, 0);
+        gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, 0, s);
+        gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, 0, s);
+    }
     gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wv), GEMM_BF16, a->v, GEMM_BF16, 1, 0);
-    gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, 0, s);
-    gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, 0, s);
     attention_forward_gpu(g->blas, g->attn, a->atty, a->attn_saved, a->q, a->k, a->v, s);
     cudaCheck(cudaMemcpyAsync(a->x_mid, a->x_in, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
     gemm_rm(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_mid, GEMM_F32, 1, 1);

@@ -4,7 +4,8 @@
  * zero-fills past the edges; panels wholly past N are not loaded), K multiples of 8 but not of 64,
  * more M tiles than one rasterisation band, more tiles than SMs (blocks take several tiles, the
  * stage ring wraps mid-tile). The output starts poisoned (NaN), with a poisoned guard after it:
- * every element must be written and nothing past the end; a second run gives the same bits.
+ * every element must be written and nothing past the end; a second run gives the same bits. And
+ * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
  * Skipped without an SM 9.0 GPU and a build for sm_90a.
  */
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "../../kernels/mok/gemm_sm90.h"
 #include "../../kernels/mok/mok.h"
+#include "../../kernels/rope.h"
 #include "cpu/ops.h"
 #include "gpu_test.h"
 
@@ -60,6 +62,56 @@ static void test_gemm_sm90_grouped(void) {
         one_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
 }
 
+/* gemm_sm90_rope: the projection of (B x T) rows into H heads of D and the rotary embedding in its
+ * epilogue, against the CPU's matmul then rope_apply. T not a tile multiple (positions wrap inside
+ * a tile), heads of 64 and 128, N past the last 256-column tile, K not a multiple of 64; poisoned
+ * output, every element written, bitwise repeatable. */
+static void rope_case(int B, int T, int H, int D, int K) {
+    const int M = B * T, N = H * D;
+    const float theta = 10000.0f;
+    float *A = gpu_rand_array((long)M * K, 1.0f, 1), *W = gpu_rand_array((long)K * N, 1.0f, 1);
+    float *ref = callocCheck((size_t)M * N, sizeof(float)), *got = callocCheck((size_t)M * N, sizeof(float));
+    matmul_nn(ref, A, W, M, K, N, 0);
+    rope_apply(ref, B, T, H, D, theta, 0);
+    bf16_t *dA = gpu_upload_bf16(A, (long)M * K), *dW = gpu_upload_bf16(W, (long)K * N);
+    float *table = NULL;
+    cudaCheck(cudaMalloc((void **)&table, sizeof(float) * (size_t)gpu_rope_table_floats(T, D)));
+    gpu_rope_table_init(table, T, D, theta, 0);
+    const size_t bytes = (size_t)M * N * sizeof(bf16_t);
+    bf16_t *dC = gpu_poisoned(bytes), *run[2];
+    for (int r = 0; r < 2; r++) {
+        if (r) cudaCheck(cudaMemset(dC, 0xff, bytes));
+        gemm_sm90_rope(dC, dA, dW, M, N, K, table, T, D, 0);
+        run[r] = mallocCheck(bytes);
+        gpu_download(run[r], dC, bytes);
+    }
+    for (long i = 0; i < (long)M * N; i++) got[i] = host_from_bf16(run[0][i]);
+    const double err = rel_error_f(got, ref, (long)M * N);
+    const long nan = count_nan(got, (long)M * N);
+    CHECK_MSG(nan == 0 && err < 1e-2, "gemm_sm90_rope B=%d T=%d H=%d D=%d K=%d: relative error %.3g, %ld unwritten", B,
+              T, H, D, K, err, nan);
+    CHECK_MSG(memcmp(run[0], run[1], bytes) == 0, "gemm_sm90_rope B=%d T=%d H=%d D=%d: not bitwise repeatable", B, T,
+              H, D);
+    cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dW)), cudaCheck(cudaFree(dC)), cudaCheck(cudaFree(table));
+    free(A), free(W), free(ref), free(got), free(run[0]), free(run[1]);
+}
+
+static void test_gemm_sm90_rope(void) {
+    if (!gpu_test_begin()) return;
+    if (!mok_sm90_available()) {
+        test_skip("the mok Hopper tile needs an SM 9.0 GPU and a build for sm_90a");
+        return;
+    }
+    gpu_rng_seed(10);
+    rope_case(3, 77, 5, 64, 200);   /* N = 320: a second, partial column tile */
+    rope_case(2, 300, 3, 128, 136); /* positions past one 128-row tile */
+    rope_case(1, 1, 2, 128, 64);
+    const char *why = NULL;
+    CHECK(gemm_sm90_rope_ok(4096, 2048, 2048, 128, &why));
+    CHECK(!gemm_sm90_rope_ok(4096, 2000, 2048, 80, &why) && strstr(why, "head dim"));
+    CHECK(!gemm_sm90_rope_ok(4096, 2080, 2048, 64, &why) && strstr(why, "whole number of heads"));
+}
+
 static void test_gemm_sm90_shapes(void) {
     const char *why = NULL;
     CHECK(gemm_sm90_shape_ok(64, 1024, 1536, 2048, &why) && why == NULL);
@@ -69,4 +121,5 @@ static void test_gemm_sm90_shapes(void) {
     CHECK(!gemm_sm90_shape_ok(1 << 20, 1 << 20, 1 << 20, 64, &why) && strstr(why, "2^31"));
 }
 
-TEST_SUITE(gpu_gemm_sm90, TEST_CASE(test_gemm_sm90_grouped), TEST_CASE(test_gemm_sm90_shapes));
+TEST_SUITE(gpu_gemm_sm90, TEST_CASE(test_gemm_sm90_grouped), TEST_CASE(test_gemm_sm90_rope),
+           TEST_CASE(test_gemm_sm90_shapes));
