@@ -137,7 +137,7 @@ fi
 if [ "$attn_rc" != skipped ]; then
   echo
   sed -n '/^impl /,/^$/p' "$out/bench-attn.log"
-  grep '"impl": "rope"' "$out/bench-attn.log"
+  grep -E '"impl": "rope"|^q, k projection' "$out/bench-attn.log"
 fi
 
 rc=$tests_rc
