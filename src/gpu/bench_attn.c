@@ -156,12 +156,12 @@ typedef struct {
     int M, C;
 } Proj;
 
-static void rope_qk(Proj *p, bf16_t *q, bf16_t *k, int inverse, cudaStream_t s) {
-    gpu_rope(q, p->table, p->a->B, p->a->T, p->a->Hq, p->a->D, inverse, s);
-    gpu_rope(k, p->table, p->a->B, p->a->T, p->a->Hkv, p->a->D, inverse, s);
+static void rope_qk(const Proj *p, int inverse, cudaStream_t s) {
+    gpu_rope(p->q, p->table, p->a->B, p->a->T, p->a->Hq, p->a->D, inverse, s);
+    gpu_rope(p->k, p->table, p->a->B, p->a->T, p->a->Hkv, p->a->D, inverse, s);
 }
-static void proj_rope_fwd(void *c, cudaStream_t s) { rope_qk(c, ((Proj *)c)->q, ((Proj *)c)->k, 0, s); }
-static void proj_rope_bwd(void *c, cudaStream_t s) { rope_qk(c, ((Proj *)c)->q, ((Proj *)c)->k, 1, s); }
+static void proj_rope_fwd(void *c, cudaStream_t s) { rope_qk(c, 0, s); }
+static void proj_rope_bwd(void *c, cudaStream_t s) { rope_qk(c, 1, s); }
 static void proj_cublas(void *c, cudaStream_t s) {
     (void)s; /* the handle's stream */
     Proj *p = c;

@@ -20,6 +20,18 @@ static ModelDims dims(int tie, int sigmoid) {
     return d;
 }
 
+/* A single-rank GPU model with the unfused MoE layer (the model keeps pointers to its run's
+ * layout and optimizer settings: file statics, one model at a time). */
+static GpuModel *one_gpu_model(const ModelDims *d, const ParamTable *t, int B, int T) {
+    static Dist dist;
+    static GpuComms comms;
+    static TrainConfig tc;
+    memset(&dist, 0, sizeof dist);
+    dist.world = dist.ep = dist.dp = 1;
+    tc = (TrainConfig){.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    return gpu_model_create(d, t, &tc, &dist, &comms, B, T, MOE_IMPL_UNFUSED);
+}
+
 static void compare_model(int tie, int sigmoid) {
     if (!gpu_test_begin()) return;
     ModelDims d = dims(tie, sigmoid);
@@ -54,12 +66,7 @@ static void compare_model(int tie, int sigmoid) {
     double aux_cpu = cm.aux_loss;
     cpu_model_backward(&cm, p, g_cpu, 1.0);
 
-    Dist dist;
-    memset(&dist, 0, sizeof dist);
-    dist.world = dist.ep = dist.dp = 1;
-    GpuComms comms = {0};
-    TrainConfig tc = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-    GpuModel *gm = gpu_model_create(&d, &t, &tc, &dist, &comms, B, T, MOE_IMPL_UNFUSED);
+    GpuModel *gm = one_gpu_model(&d, &t, B, T);
     gpu_model_upload_state(gm, p, NULL, NULL);
     gpu_model_set_expert_bias(gm, bias);
     float *g_gpu[2];
@@ -115,12 +122,7 @@ static void test_init_matches_host(void) {
     float *m = malloc(t.total * sizeof(float)), *v = malloc(t.total * sizeof(float));
     model_init_params(host, &t, &d, 99);
     for (size_t j = 0; j < t.total; j++) dev[j] = m[j] = v[j] = NAN;
-    Dist dist;
-    memset(&dist, 0, sizeof dist);
-    dist.world = dist.ep = dist.dp = 1;
-    GpuComms comms = {0};
-    TrainConfig tc = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-    GpuModel *gm = gpu_model_create(&d, &t, &tc, &dist, &comms, 1, 8, MOE_IMPL_UNFUSED);
+    GpuModel *gm = one_gpu_model(&d, &t, 1, 8);
     gpu_model_upload_state(gm, dev, m, v);
     gpu_model_init_state(gm, 99);
     gpu_model_download_state(gm, dev, m, v);
