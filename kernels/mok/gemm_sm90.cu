@@ -134,7 +134,7 @@ __device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-    __nv_bfloat16 *stg = sm.stg + w * 64 * 128;
+    __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
     Sm90Ring sr = {0, 0};
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {

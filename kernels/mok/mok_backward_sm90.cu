@@ -164,6 +164,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
     r0 += 64 * w;
     nrows -= 64 * w;
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    sm90_staging_acquire(w);
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         const int col0 = nt * 256 + 64 * part;
@@ -245,7 +246,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-    __nv_bfloat16 *stg = sm.stg + w * 64 * 128;
+    __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     const int total = bwd_total(p, MT);
     /* the trace's timekeeper: one thread of consumer 0 (mok.h: MOK_TRACE_SLOTS) */
@@ -254,7 +255,10 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     long long t0 = lead ? mok_globaltimer() : 0;
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
-        if (t >= total) break;
+        if (t >= total) {
+            sm90_push_drain();
+            break;
+        }
         const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
         long long t1 = 0;
         if (lead) {

@@ -123,11 +123,14 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-    __nv_bfloat16 *stg = sm.stg + w * 64 * 128;
+    __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
-        if (t >= total) return;
+        if (t >= total) {
+            sm90_push_drain();
+            return;
+        }
         const Sm90FwdTask k = sm90_fwd_task(t, n_gu, nI, nC);
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);

@@ -27,13 +27,15 @@ extern "C" {
 }
 
 #define SM90_THREADS 384
-#define SM90_STAGES 4
+#define SM90_STAGES 3 /* 4 measured no faster (2026-11-30 (s3)); the fourth's 48 KB hold the staging */
 #define SM90_BK 64
 #define SM90_BM 128
 #define SM90_PANEL_BYTES (64 * 64 * 2)        /* one 64 x 64 bf16 box */
 #define SM90_A_BYTES (2 * SM90_PANEL_BYTES)   /* 128 rows (or M) x 64 K */
 #define SM90_B_BYTES (4 * SM90_PANEL_BYTES)   /* 256 columns x 64 K */
-#define SM90_STAGING_BYTES (2 * 64 * 128 * 2) /* per consumer: 64 x 128 bf16, 16-byte chunks swizzled */
+#define SM90_STG_PITCH 264                     /* bf16 a staged row: 256 + 8, conflict-free pair writes */
+#define SM90_STG_ELEMS (64 * SM90_STG_PITCH)   /* a consumer's staging */
+#define SM90_STAGING_BYTES (2 * SM90_STG_ELEMS * 2)
 #define SM90_PRODUCER_REGS 64  /* setmaxnreg of warpgroup 0: the dispatch warps' row copies fit */
 #define SM90_CONSUMER_REGS 208 /* setmaxnreg of the consumers: 128 accumulators and the epilogues */
 
@@ -188,16 +190,26 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[128], const Sm90Watch &wd,
     mok_mbar_arrive(&sm.bars->empty[prev]);
 }
 
-/* Consumer w's staging: 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7)
- * (conflict-free for the accumulator's writes and the row-wise 16-byte reads). */
+/* Consumer w's staging (SM90_STG_ELEMS at sm.stg + w * SM90_STG_ELEMS), used two ways. Half tiles
+ * (sm90_stage): 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7) (conflict-free
+ * for the accumulator's writes and the row-wise 16-byte reads). Whole rows (sm90_push_rows): 64
+ * rows of 256 columns at pitch SM90_STG_PITCH, each row read by one bulk copy. */
 __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r, int c) {
     return stg + r * 128 + ((c ^ (r & 7)) << 3);
+}
+
+/* Before consumer w writes its staging: the bulk copies of its last push (issued by its warp 0)
+ * have read it. */
+__device__ __forceinline__ void sm90_staging_acquire(int w) {
+    if ((threadIdx.x & 127) < 32) mok_bulk_wait_read();
+    sm90_named_sync(2 + w, 128);
 }
 
 /* Writes f(i, half) (the bf16 pair of accumulator columns 8i + 2t, +1 in row ra + 8 * half,
  * i < 16) into the staging, then the consumer's barrier. */
 template <class F>
 __device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
+    sm90_staging_acquire(w);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t = tid & 3;
 #pragma unroll
     for (int i = 0; i < 16; i++)
@@ -248,17 +260,43 @@ __device__ __forceinline__ void sm90_store_rows(const float (&acc)[128], __nv_bf
     });
 }
 
-/* The same, each row pushed to its source rank's slot (token * k + j) at window offset off: the
- * forward's expert outputs and the backward's dx rows. Rows r0 + r of the owner layout. */
+/* Consumer w's 64 x 256 result, each row r < nrows (rows r0 + r of the owner layout) pushed to its
+ * source rank's slot (token * k + j) at window offset off, columns col0.. < C: the forward's
+ * expert outputs and the backward's dx rows. The rows are staged whole; warp 0 then hands each to
+ * a bulk copy (two rows a lane) and the consumer goes on: the next staging waits for the reads
+ * (sm90_staging_acquire), the end of the kernel for the writes (sm90_push_drain). */
 template <class P>
 __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[128], __nv_bfloat16 *stg, int w, int r0,
                                                int nrows, int col0, size_t off) {
-    const int base = p.expert_offset_all[p.e0];
-    sm90_store_rows(acc, stg, w, nrows, col0, p.C, [&](int r) {
-        const int g = p.row_slot_all[base + r0 + r];
-        const int src = g / p.NK, slot = g - src * p.NK;
-        return reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + off) + (size_t)slot * p.C;
-    });
+    sm90_staging_acquire(w);
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+            *reinterpret_cast<__nv_bfloat162 *>(stg + (ra + 8 * half) * SM90_STG_PITCH + 8 * i + t2) =
+                sm90_pair(acc, i, half);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the bulk copies read it */
+    sm90_named_sync(2 + w, 128);
+    if (tid < 32) {
+        const int base = p.expert_offset_all[p.e0];
+        const unsigned bytes = 2u * (unsigned)min(256, p.C - col0);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = tid + 32 * h;
+            if (r >= nrows) continue;
+            const int g = p.row_slot_all[base + r0 + r];
+            const int src = g / p.NK, slot = g - src * p.NK;
+            __nv_bfloat16 *dst = reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + off) + (size_t)slot * p.C + col0;
+            mok_bulk_store(dst, stg + r * SM90_STG_PITCH, bytes);
+        }
+        mok_bulk_commit();
+    }
+}
+
+/* Consumer w, at its end: every pushed row has landed. */
+__device__ __forceinline__ void sm90_push_drain() {
+    if ((threadIdx.x & 127) < 32) mok_bulk_wait();
 }
 
 /* Warps 1-3 of warpgroup 0: pull the rows of the M tiles the dispatch counter (ticket[2]) hands

@@ -90,6 +90,32 @@ __device__ __forceinline__ void mok_tma_load_3d(void *dst, const CUtensorMap *ma
 #endif
 }
 
+/* A bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared memory to a
+ * global address (a peer's over NVLink too), in this thread's bulk group; commit, then wait until
+ * this thread's groups have read their shared memory (it may be overwritten) or are complete. */
+__device__ __forceinline__ void mok_bulk_store(void *dst, const void *src, unsigned bytes) {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(mok_smem_u32(src)),
+                 "r"(bytes)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void mok_bulk_commit() {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mok_bulk_wait_read() {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mok_bulk_wait() {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
 /* Hands registers between the warpgroups of a block (all threads of a warpgroup execute it). */
 template <int N>
 __device__ __forceinline__ void mok_setmaxnreg_dec() {
