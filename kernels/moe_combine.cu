@@ -1,6 +1,7 @@
 /*
- * MoE combine, combine backward and scatter backward (moe_combine.h): one block per token
- * (grid-stride), each thread owning fixed column groups, sums over j in order in fp32.
+ * MoE combine, combine backward and scatter backward (moe_combine.h): one block per token (one warp
+ * per slot in the combine backward), grid-stride, each thread owning fixed column groups, sums
+ * over j in order in fp32.
  */
 #include "moe_combine.h"
 
@@ -22,20 +23,6 @@ __device__ __forceinline__ uint16_t to_bf(float f) {
     uint16_t u;
     memcpy(&u, &h, 2);
     return u;
-}
-
-/* Block sum by a pairwise tree over shared memory (not block_sum's warp butterflies: the other
- * order gives other bits): every thread gets the total. sm has kThreads floats. */
-__device__ float block_sum_tree(float v, float *sm) {
-    sm[threadIdx.x] = v;
-    __syncthreads();
-    for (int half = kThreads / 2; half > 0; half >>= 1) {
-        if ((int)threadIdx.x < half) sm[threadIdx.x] += sm[threadIdx.x + half];
-        __syncthreads();
-    }
-    const float total = sm[0];
-    __syncthreads(); /* sm may be reused right after */
-    return total;
 }
 
 __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict__ ye, const float *__restrict__ gates,
@@ -73,43 +60,46 @@ __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict
     }
 }
 
+/* One warp per slot s = n * k + j (not a block per token: a block reduction per slot was eight
+ * barrier rounds a token): dye row = gate * dy row in bf16, dgates[s] = dot(dy row, ye row), each
+ * lane summing its column groups in order, then a fixed butterfly over the lanes. */
 __global__ void combine_backward_kernel(uint16_t *__restrict__ dye, float *__restrict__ dgates,
                                         const float *__restrict__ dy, const uint16_t *__restrict__ ye,
                                         const float *__restrict__ gates, const int *__restrict__ slot_row, int N, int k,
                                         int C, int vec) {
-    __shared__ float sm[kThreads];
-    for (long n = blockIdx.x; n < N; n += gridDim.x) {
-        const float *dyn = dy + n * C;
-        for (int j = 0; j < k; j++) {
-            const long s = n * k + j, r = slot_row[s];
-            const float w = gates[s];
-            float dot = 0;
-            if (vec) {
-                for (int g = threadIdx.x; g < C / 8; g += kThreads) {
-                    const float4 a = reinterpret_cast<const float4 *>(dyn)[2 * g];
-                    const float4 b = reinterpret_cast<const float4 *>(dyn)[2 * g + 1];
-                    const float d[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-                    float v[8];
-                    unpack_bf16x8(v, reinterpret_cast<const uint4 *>(ye + r * C)[g]);
+    const int lane = threadIdx.x & 31, warps = kThreads / 32;
+    const long slots = (long)N * k;
+    for (long s = (long)blockIdx.x * warps + (threadIdx.x >> 5); s < slots; s += (long)gridDim.x * warps) {
+        const float *dyn = dy + (s / k) * C;
+        const long r = slot_row[s];
+        const float w = gates[s];
+        float dot = 0;
+        if (vec) {
+            for (int g = lane; g < C / 8; g += 32) {
+                const float4 a = reinterpret_cast<const float4 *>(dyn)[2 * g];
+                const float4 b = reinterpret_cast<const float4 *>(dyn)[2 * g + 1];
+                const float d[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                float v[8];
+                unpack_bf16x8(v, reinterpret_cast<const uint4 *>(ye + r * C)[g]);
 #pragma unroll
-                    for (int i = 0; i < 8; i++) dot += d[i] * v[i];
-                    uint4 o;
-                    o.x = pack_bf16x2(w * d[0], w * d[1]);
-                    o.y = pack_bf16x2(w * d[2], w * d[3]);
-                    o.z = pack_bf16x2(w * d[4], w * d[5]);
-                    o.w = pack_bf16x2(w * d[6], w * d[7]);
-                    reinterpret_cast<uint4 *>(dye + r * C)[g] = o;
-                }
-            } else {
-                for (int c = threadIdx.x; c < C; c += kThreads) {
-                    const float d = dyn[c];
-                    dot += d * bf(ye[r * C + c]);
-                    dye[r * C + c] = to_bf(w * d);
-                }
+                for (int i = 0; i < 8; i++) dot += d[i] * v[i];
+                uint4 o;
+                o.x = pack_bf16x2(w * d[0], w * d[1]);
+                o.y = pack_bf16x2(w * d[2], w * d[3]);
+                o.z = pack_bf16x2(w * d[4], w * d[5]);
+                o.w = pack_bf16x2(w * d[6], w * d[7]);
+                reinterpret_cast<uint4 *>(dye + r * C)[g] = o;
             }
-            dot = block_sum_tree(dot, sm);
-            if (threadIdx.x == 0) dgates[s] = dot;
+        } else {
+            for (int c = lane; c < C; c += 32) {
+                const float d = dyn[c];
+                dot += d * bf(ye[r * C + c]);
+                dye[r * C + c] = to_bf(w * d);
+            }
         }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+        if (lane == 0) dgates[s] = dot;
     }
 }
 
@@ -159,8 +149,9 @@ extern "C" void gpu_moe_combine_backward(bf16_t *dye, float *dgates, const float
                                          cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     const int vec = C % 8 == 0 && aligned16(dye) && aligned16(dy) && aligned16(ye);
-    combine_backward_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(dye, dgates, dy, ye, gates, slot_row, N, k,
-                                                                           C, vec);
+    const long slot_blocks = ((long)N * k + kThreads / 32 - 1) / (kThreads / 32);
+    const unsigned blocks = (unsigned)(slot_blocks < 65535 * 16 ? slot_blocks : 65535 * 16);
+    combine_backward_kernel<<<blocks, kThreads, 0, stream>>>(dye, dgates, dy, ye, gates, slot_row, N, k, C, vec);
     cudaCheckLaunch();
 }
 

@@ -1,7 +1,8 @@
 /*
  * The fixed-order combine of the MoE layer and its backward, as combine_forward /
  * combine_backward / scatter_backward in src/cpu/moe.c, with expert-output rows in bf16 and every
- * sum in fp32 in j order (no atomics: one block per token, a fixed-shape tree for dot products).
+ * sum in fp32 in j order (no atomics: one block per token, or one warp per slot with a fixed
+ * butterfly over its lanes for the dot products).
  * Slot s = n * k + j; its row in the expert-ordered buffers is slot_row[s].
  *
  * Alignment: none required. With C % 8 == 0 and every row pointer 16-byte aligned the kernels move

@@ -1,8 +1,8 @@
 /*
  * MoE dispatch plan (moe_plan.h): a stable counting sort of the (token, j) slots by expert with
  * integer arithmetic only. Within a chunk one warp assigns ranks in slot order; the per-expert
- * counter lives in the chunk's own row of chunk_counts (global memory owned by that warp), with
- * __syncwarp between every read and write round.
+ * counters live in the warp's shared memory (or, for very many experts, in the chunk's own row of
+ * chunk_counts), with __syncwarp between every read and write round.
  */
 #include "moe_plan.h"
 
@@ -10,46 +10,71 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kCountWarps = 4;
+constexpr int kCountBatch = 8;
+constexpr int kCountSmemMax = 48 * 1024; /* counters in shared memory up to E = 3072 */
 constexpr int kScanThreads = 1024;
+constexpr int kScanBatch = 8;
 
+/* The counters of chunk c live in shared memory when the launch gave each warp E ints of it
+ * (smem), else in the chunk's row of chunk_counts; the chunk's expert ids are read 8 rounds at a
+ * time, so that only the counter round trip is serial. */
 __global__ void plan_count_kernel(int *__restrict__ chunk_counts, int *__restrict__ slot_rank,
-                                  const int *__restrict__ topk, long nslots, int E, int chunks) {
+                                  const int *__restrict__ topk, long nslots, int E, int chunks, bool smem) {
+    extern __shared__ int warp_counts[];
     const int lane = threadIdx.x & 31;
     for (long c = (long)blockIdx.x * kCountWarps + (threadIdx.x >> 5); c < chunks;
          c += (long)gridDim.x * kCountWarps) {
-        int *cnt = chunk_counts + c * E;
+        int *cnt = smem ? warp_counts + (threadIdx.x >> 5) * E : chunk_counts + c * E;
         for (int e = lane; e < E; e += 32) cnt[e] = 0;
         __syncwarp();
         const long s0 = c * MOE_PLAN_CHUNK;
         const long s1 = s0 + MOE_PLAN_CHUNK < nslots ? s0 + MOE_PLAN_CHUNK : nslots;
-        for (long base = s0; base < s1; base += 32) {
-            const long s = base + lane;
-            const bool valid = s < s1;
-            const int e = valid ? topk[s] : -1 - lane; /* a unique key for idle lanes */
-            const unsigned peers = __match_any_sync(kFull, e);
-            const int lower = __popc(peers & ((1u << lane) - 1u));
-            const int before = valid ? cnt[e] : 0;
-            __syncwarp();
-            if (valid) {
-                slot_rank[s] = before + lower;
-                if (lane == 31 - __clz(peers)) cnt[e] = before + __popc(peers); /* the group's last lane */
+        for (long base = s0; base < s1; base += 32 * kCountBatch) {
+            int ids[kCountBatch];
+#pragma unroll
+            for (int i = 0; i < kCountBatch; i++) {
+                const long s = base + 32 * i + lane;
+                ids[i] = s < s1 ? topk[s] : -1 - lane; /* a unique key for idle lanes */
             }
-            __syncwarp();
+#pragma unroll
+            for (int i = 0; i < kCountBatch; i++) {
+                const long s = base + 32 * i + lane;
+                const bool valid = s < s1;
+                const int e = ids[i];
+                const unsigned peers = __match_any_sync(kFull, e);
+                const int lower = __popc(peers & ((1u << lane) - 1u));
+                const int before = valid ? cnt[e] : 0;
+                __syncwarp();
+                if (valid) {
+                    slot_rank[s] = before + lower;
+                    if (lane == 31 - __clz(peers)) cnt[e] = before + __popc(peers); /* the group's last lane */
+                }
+                __syncwarp();
+            }
         }
+        if (smem)
+            for (int e = lane; e < E; e += 32) chunk_counts[c * E + e] = cnt[e];
+        __syncwarp();
     }
 }
 
-__global__ void plan_scan_kernel(int *__restrict__ chunk_counts, int *__restrict__ counts,
+__global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(int *__restrict__ chunk_counts, int *__restrict__ counts,
                                  long long *__restrict__ stat_counts, int *__restrict__ expert_offset, int chunks,
                                  int E) {
     __shared__ int sm[kScanThreads];
     const int t = threadIdx.x;
     for (int e = t; e < E; e += kScanThreads) {
         int run = 0;
-        for (int c = 0; c < chunks; c++) {
-            const int v = chunk_counts[(long)c * E + e];
-            chunk_counts[(long)c * E + e] = run;
-            run += v;
+        for (int c0 = 0; c0 < chunks; c0 += kScanBatch) { /* a batch's loads in flight together */
+            int v[kScanBatch];
+#pragma unroll
+            for (int i = 0; i < kScanBatch; i++) v[i] = c0 + i < chunks ? chunk_counts[(long)(c0 + i) * E + e] : 0;
+#pragma unroll
+            for (int i = 0; i < kScanBatch; i++) {
+                if (c0 + i >= chunks) break;
+                chunk_counts[(long)(c0 + i) * E + e] = run;
+                run += v[i];
+            }
         }
         counts[e] = run;
         stat_counts[e] = run;
@@ -99,7 +124,10 @@ extern "C" void gpu_moe_plan_count(int *chunk_counts, int *slot_rank, const int 
     if (chunks == 0 || E <= 0) return;
     int blocks = (chunks + kCountWarps - 1) / kCountWarps;
     if (blocks > 65535) blocks = 65535;
-    plan_count_kernel<<<blocks, 32 * kCountWarps, 0, stream>>>(chunk_counts, slot_rank, topk, nslots, E, chunks);
+    const size_t smem = (size_t)kCountWarps * E * sizeof(int);
+    const bool in_smem = smem <= (size_t)kCountSmemMax;
+    plan_count_kernel<<<blocks, 32 * kCountWarps, in_smem ? smem : 0, stream>>>(chunk_counts, slot_rank, topk, nslots,
+                                                                                 E, chunks, in_smem);
     cudaCheckLaunch();
 }
 

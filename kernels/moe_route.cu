@@ -14,6 +14,7 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 constexpr unsigned kFull = 0xffffffffu;
+constexpr int kAuxBatch = 16;
 
 int blocks_for_tokens(int N) {
     long b = ((long)N + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -121,7 +122,18 @@ __global__ void aux_partial_kernel(double *__restrict__ partial, const float *__
         const int n0 = c * MOE_AUX_CHUNK, n1 = min(n0 + MOE_AUX_CHUNK, N);
         for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < E; e += gridDim.x * blockDim.x) {
             double acc = 0;
-            for (int n = n0; n < n1; n++) acc += (double)scores[(long)n * E + e] * (1.0 / pnorm[n]);
+            for (int n = n0; n < n1; n += kAuxBatch) { /* a batch's loads in flight, then its sum in order */
+                float sv[kAuxBatch];
+                double pv[kAuxBatch];
+#pragma unroll
+                for (int i = 0; i < kAuxBatch; i++) {
+                    sv[i] = n + i < n1 ? scores[(long)(n + i) * E + e] : 0.0f;
+                    pv[i] = n + i < n1 ? pnorm[n + i] : 1.0;
+                }
+#pragma unroll
+                for (int i = 0; i < kAuxBatch; i++)
+                    if (n + i < n1) acc += (double)sv[i] * (1.0 / pv[i]);
+            }
             partial[(long)c * E + e] = acc;
         }
     }
@@ -232,7 +244,7 @@ extern "C" void gpu_moe_aux_partial(double *partial, const float *scores, const 
                                     cudaStream_t stream) {
     const int chunks = gpu_moe_aux_chunks(N);
     if (chunks == 0 || E <= 0) return;
-    const int threads = 128;
+    const int threads = 32; /* one warp a block: E = 128 over 32 chunks is 128 blocks, not 32 */
     int bx = (E + threads - 1) / threads;
     if (bx > 1024) bx = 1024;
     const int by = chunks < 65535 ? chunks : 65535; /* grid-stride over chunks beyond this */
