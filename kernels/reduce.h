@@ -45,7 +45,7 @@ void gpu_sumsq(double *out, double *partials, const float *x, long n, int accumu
 
 /* out[i] = p_0[i] + p_1[i] + ... + p_{S-1}[i] added in that order, then fmaf(beta, out[i], sum)
  * when beta != 0 (out is not read when beta == 0), for i < n, with p_s = parts + s * stride
- * (stride >= n, S >= 1). fp32, device; the split-K reduction of src/gpu/gemm.h. The same
+ * (stride >= n, S >= 1). fp32, device; the split-K reduction of gemm_f32x3.h. The same
  * operations for every element whatever the alignment (float4 accesses when out, parts and stride
  * allow): bitwise reproducible. */
 void gpu_sum_partials_f32(float *out, const float *parts, long n, long stride, int S, float beta,

@@ -3,15 +3,13 @@
  * Single GEMMs go through cuBLASLt: each distinct problem gets its descriptors and the
  * heuristic's first algorithm once (a small cache), so repeated calls cost one cublasLtMatmul.
  * No workspace: the algorithms then need no split-K reduction buffer, there is no per-stream state
- * to manage, and each output element is summed in one place. Split-K, where wanted, is ours
- * (gemm_rm_splitk): a batched GEMM over K chunks, then a fixed-order sum of the partials. */
+ * to manage, and each output element is summed in one place. */
 #include "gpu/gemm.h"
 
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/reduce.h"
 #include "common.h"
 #include "gpu/check.h"
 
@@ -170,95 +168,3 @@ void gemm_rm_batched(cublasHandle_t h, int trans_a, int trans_b, int M, int N, i
                                     batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-/* ---------- split-K (rule and constants in gemm.h) ---------- */
-
-enum {
-    SPLITK_TILE = 128,       /* nominal output tile edge, to count tiles */
-    SPLITK_MIN_CHUNK = 256,  /* shorter chunks spend more on the tile's prologue/epilogue than on k */
-    SPLITK_MAX_CHUNKS = 16,
-    SPLITK_MAX_TILES = 512,  /* S * tiles: the partials stay under 512 * 128 * 128 floats */
-    SPLITK_LAUNCH_STEPS = 48 /* one more launch and its tail, ~3 us */
-};
-#define SPLITK_ELEMS_PER_STEP 32768.0
-
-long gemm_splitk_partial_floats(int M, int N) { return ((long)M * N + 63) / 64 * 64; }
-
-static long splitk_tiles(int M, int N) {
-    return (long)((M + SPLITK_TILE - 1) / SPLITK_TILE) * ((N + SPLITK_TILE - 1) / SPLITK_TILE);
-}
-
-/* The largest S the rule considers, any GPU. */
-static int splitk_max_chunks(int M, int N, int K) {
-    const long tiles = splitk_tiles(M, N);
-    long s = K / SPLITK_MIN_CHUNK;
-    if (s > SPLITK_MAX_CHUNKS) s = SPLITK_MAX_CHUNKS;
-    if (tiles > 0 && s > SPLITK_MAX_TILES / tiles) s = SPLITK_MAX_TILES / tiles;
-    return s > 1 ? (int)s : 1;
-}
-
-/* Chunk length: floor(K / S), a multiple of 4 (16-byte chunk starts for fp32). */
-static int splitk_chunk(int K, int S) { return K / S / 4 * 4; }
-
-static double splitk_waves(long tiles, int sms) { return (double)((tiles + sms - 1) / sms); }
-
-/* The rule of gemm.h, S at most max_s. */
-static int splitk_choose(int M, int N, int K, int sms, int max_s) {
-    if (M <= 0 || N <= 0 || sms <= 0) return 1;
-    const long tiles = splitk_tiles(M, N);
-    const double mn = (double)M * N, one = splitk_waves(tiles, sms) * K;
-    int best = 1;
-    double best_cost = one;
-    for (int S = 2; S <= max_s; S++) {
-        const int kc = splitk_chunk(K, S), r = K - S * kc;
-        double c = splitk_waves(S * tiles, sms) * kc + S * mn / SPLITK_ELEMS_PER_STEP + SPLITK_LAUNCH_STEPS;
-        if (r > 0) c += SPLITK_LAUNCH_STEPS + splitk_waves(tiles, sms) * r + mn / SPLITK_ELEMS_PER_STEP;
-        if (c < best_cost) best = S, best_cost = c;
-    }
-    return best_cost * 8 <= one * 7 ? best : 1;
-}
-
-int gemm_splitk_chunks(int M, int N, int K, int sms) {
-    return splitk_choose(M, N, K, sms, splitk_max_chunks(M, N, K));
-}
-
-size_t gemm_splitk_scratch_bytes(int M, int N, int K) {
-    const int s = splitk_max_chunks(M, N, K);
-    return s > 1 ? (size_t)s * (size_t)gemm_splitk_partial_floats(M, N) * sizeof(float) : 0;
-}
-
-void gemm_rm_splitk_n(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const float *A, const float *B,
-                      float *C, float alpha, float beta, int S, float *scratch) {
-    if (M == 0 || N == 0) return;
-    if (S <= 1) {
-        gemm_rm(h, trans_a, trans_b, M, N, K, A, GEMM_F32, B, GEMM_F32, C, GEMM_F32, alpha, beta);
-        return;
-    }
-    const int kc = splitk_chunk(K, S), r = K - S * kc;
-    if (kc < 4)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_rm_splitk_n: K = %d is too short for %d chunks (internal)", K, S);
-    /* Chunk s of op(A): columns [s*kc, (s+1)*kc) of a stored (M, K) A, those rows of a stored (K, M)
-     * one; likewise for B. */
-    const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
-    const long long step_a = trans_a ? (long long)kc * M : kc, step_b = trans_b ? kc : (long long)kc * N;
-    const long stride = gemm_splitk_partial_floats(M, N);
-    gemm_rm_ld(h, trans_a, trans_b, M, N, kc, A, GEMM_F32, lda, step_a, B, GEMM_F32, ldb, step_b, scratch, GEMM_F32, N,
-               stride, S, alpha, 0.0f);
-    if (r > 0)
-        gemm_rm_ld(h, trans_a, trans_b, M, N, r, A + S * step_a, GEMM_F32, lda, 0, B + S * step_b, GEMM_F32, ldb, 0,
-                   scratch + (S - 1) * stride, GEMM_F32, N, 0, 1, alpha, 1.0f);
-    cudaStream_t stream;
-    cublasCheck(cublasGetStream(h, &stream));
-    gpu_sum_partials_f32(C, scratch, (long)M * N, stride, S, beta, stream);
-}
-
-void gemm_rm_splitk(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const float *A, const float *B,
-                    float *C, float alpha, float beta, float *scratch, size_t scratch_bytes) {
-    if (M == 0 || N == 0) return;
-    int dev = 0, sms = 0;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    int max_s = splitk_max_chunks(M, N, K);
-    const size_t fits = scratch ? scratch_bytes / ((size_t)gemm_splitk_partial_floats(M, N) * sizeof(float)) : 0;
-    if ((size_t)max_s > fits) max_s = (int)fits;
-    gemm_rm_splitk_n(h, trans_a, trans_b, M, N, K, A, B, C, alpha, beta, splitk_choose(M, N, K, sms, max_s), scratch);
-}

@@ -473,8 +473,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
         gpu_cast_f32_to_bf16(m->win_x, x, (long)N * C, stream);
     }
     x_bf16 = m->win_x;
-    moe_router_forward(m->blas, m->logits, x, wt->router, N, C, E, m->router_scratch,
-                       moe_router_scratch_bytes(m->N_max, C, E));
+    moe_router_forward(m->logits, x, wt->router, N, C, E, m->router_scratch, stream);
     moe_mok_phase_mark(m, 1, stream);
     cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
     gpu_moe_route(st.scores, st.topk, st.gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,

@@ -3,7 +3,7 @@
  * and contract as moe_unfused_forward (y overwritten, fp32), but no host synchronisation inside
  * the step (CUDA-graph capturable), and dispatch + expert GEMMs + the push of expert outputs run
  * in ONE persistent kernel (kernels/mok/mok.h has the protocol). In order on one stream:
- *   1. x (bf16) into this rank's symmetric window (x region); router GEMM (fp32 cuBLAS), scores,
+ *   1. x (bf16) into this rank's symmetric window (x region); router GEMM (fp32 on tensor cores), scores,
  *      top-k, gates (kernels/moe_route.h); this rank's counts (kernels/moe_plan.h) and the aux
  *      statistic over comms.stats, as the unfused layer;
  *   2. ncclAllGather of the (N, k) top-k ids over the EP group (ep > 1). It also orders: when it
@@ -88,7 +88,7 @@ typedef struct {
     MokState st;                /* forward-only calls */
     /* routing scratch, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
     float *logits;
-    float *router_scratch;      /* the router GEMMs' split-K partials (moe_router.h) */
+    float *router_scratch;      /* the router GEMMs' partials and planes (moe_router.h) */
     int *fail, *chunk_counts, *slot_rank, *expert_offset, *slot_iota;
     double *pnorm, *aux_partial, *psum, *aux;
     /* the EP group's slots, counters */

@@ -113,7 +113,6 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
         gpu_moe_route_backward(m->logits, m->dgates, st->scores, st->topk, st->stat_counts, daux,
                                (double)N * m->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 6, stream);
-    moe_router_backward(m->blas, g->router, dx, m->logits, x, wt->router, N, C, E, m->router_scratch,
-                        moe_router_scratch_bytes(m->N_max, C, E));
+    moe_router_backward(g->router, dx, m->logits, x, wt->router, N, C, E, m->router_scratch, stream);
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 7, stream);
 }

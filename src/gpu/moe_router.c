@@ -1,35 +1,56 @@
 /* The MoE router's GEMMs (moe_router.h). */
 #include "gpu/moe_router.h"
 
-#include "gpu/gemm.h"
+#include "../../kernels/gemm_f32x3.h"
 
-/* The most any row count up to M_max needs. Not simply M_max's: fewer row tiles allow more chunks.
- * Within one count of row tiles the bytes grow with the rows, so the last row of each will do. */
-static size_t rows_bound(int M_max, int N, int K) {
-    size_t b = 0;
-    for (long m = 128;; m += 128) {
-        const int rows = m < M_max ? (int)m : M_max;
-        const size_t s = gemm_splitk_scratch_bytes(rows, N, K);
-        if (s > b) b = s;
-        if (rows == M_max) return b;
-    }
+/* The partials are sized without asking a GPU (memory plans are made on hosts without one) for
+ * this many multiprocessors; a GPU with more is split as if it had this many. */
+#define ROUTER_MAX_SMS 256
+
+static int sm_count(void) {
+    int dev = 0, sms = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return sms < ROUTER_MAX_SMS ? sms : ROUTER_MAX_SMS;
 }
+
+static size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+/* The scratch: the split-K partials, then the router's planes (C x E), then dlogits' (N x E). */
+static size_t partial_bytes(void) { return align256(gpu_gemm_f32x3_scratch_bytes(ROUTER_MAX_SMS)); }
+static size_t router_plane_bytes(int C, int E) { return align256((size_t)3 * C * E * sizeof(bf16_t)); }
 
 size_t moe_router_scratch_bytes(int N_max, int C, int E) {
-    /* the gradient's bound grows with K = tokens */
-    size_t s = rows_bound(N_max, E, C), g = gemm_splitk_scratch_bytes(C, E, N_max), d = rows_bound(N_max, C, E);
-    if (g > s) s = g;
-    return d > s ? d : s;
+    return partial_bytes() + router_plane_bytes(C, E) + (size_t)3 * N_max * E * sizeof(bf16_t);
 }
 
-void moe_router_forward(cublasHandle_t h, float *logits, const float *x, const float *router, int N, int C, int E,
-                        float *scratch, size_t scratch_bytes) {
-    gemm_rm_splitk(h, 0, 0, N, E, C, x, router, logits, 1.0f, 0.0f, scratch, scratch_bytes);
+/* x (n values) with its planes written to p. */
+static GemmF32x3Operand split(const float *x, bf16_t *p, long n, cudaStream_t stream) {
+    gpu_split_f32x3(p, x, n, stream);
+    return (GemmF32x3Operand){x, p, n};
 }
 
-void moe_router_backward(cublasHandle_t h, float *g_router, float *dx, const float *dlogits, const float *x,
-                         const float *router, int N, int C, int E, float *scratch, size_t scratch_bytes) {
+/* One GEMM with the chunk rule on this GPU. */
+static void router_gemm(int ta, int tb, int M, int N, int K, GemmF32x3Operand A, GemmF32x3Operand B, float *C,
+                        float beta, char *scratch, cudaStream_t stream) {
+    const int S = gpu_gemm_f32x3_chunks(M, N, K, sm_count());
+    gpu_gemm_f32x3(ta, tb, M, N, K, A, B, C, 1.0f, beta, S, (float *)scratch, stream);
+}
+
+void moe_router_forward(float *logits, const float *x, const float *router, int N, int C, int E, void *scratch,
+                        cudaStream_t stream) {
+    char *s = scratch;
+    const GemmF32x3Operand r = split(router, (bf16_t *)(s + partial_bytes()), (long)C * E, stream);
+    router_gemm(0, 0, N, E, C, (GemmF32x3Operand){x, NULL, 0}, r, logits, 0.0f, s, stream);
+}
+
+void moe_router_backward(float *g_router, float *dx, const float *dlogits, const float *x, const float *router, int N,
+                         int C, int E, void *scratch, cudaStream_t stream) {
     if (N == 0) return;
-    gemm_rm_splitk(h, 1, 0, C, E, N, x, dlogits, g_router, 1.0f, 1.0f, scratch, scratch_bytes);
-    gemm_rm_splitk(h, 0, 1, N, C, E, dlogits, router, dx, 1.0f, 1.0f, scratch, scratch_bytes);
+    char *s = scratch;
+    const GemmF32x3Operand r = split(router, (bf16_t *)(s + partial_bytes()), (long)C * E, stream);
+    const GemmF32x3Operand dl =
+        split(dlogits, (bf16_t *)(s + partial_bytes() + router_plane_bytes(C, E)), (long)N * E, stream);
+    router_gemm(1, 0, C, E, N, (GemmF32x3Operand){x, NULL, 0}, dl, g_router, 1.0f, s, stream);
+    router_gemm(0, 1, N, C, E, dl, r, dx, 1.0f, s, stream);
 }

@@ -345,8 +345,7 @@ void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const f
     }
 
     /* 1. router and routing */
-    moe_router_forward(w->blas, w->logits, x, wt->router, N, C, E, w->router_scratch,
-                       moe_router_scratch_bytes(w->N_max, C, E));
+    moe_router_forward(w->logits, x, wt->router, N, C, E, w->router_scratch, stream);
     cudaCheck(cudaMemsetAsync(w->fail, 0, sizeof(int), stream));
     gpu_moe_route(a->scores, a->topk, a->gates, w->pnorm, w->fail, w->logits, expert_bias, N, E, k, d->sigmoid,
                   d->norm_topk, d->scaling, stream);
@@ -530,7 +529,6 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
         float *dlogits = w->logits;
         gpu_moe_route_backward(dlogits, w->dgates, a->scores, a->topk, a->stat_counts, daux,
                                (double)N * w->stats_ranks, N, E, k, d->sigmoid, d->norm_topk, d->scaling, stream);
-        moe_router_backward(w->blas, g->router, dx, dlogits, x, wt->router, N, C, E, w->router_scratch,
-                            moe_router_scratch_bytes(w->N_max, C, E));
+        moe_router_backward(g->router, dx, dlogits, x, wt->router, N, C, E, w->router_scratch, stream);
     }
 }

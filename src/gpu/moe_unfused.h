@@ -7,7 +7,7 @@
  * GEMM with fp32 accumulation; fp32 output and gradients; no floating-point atomics anywhere.
  *
  * Forward, in order on one stream:
- *   1. logits = x @ router (fp32 cuBLAS, split-K: src/gpu/moe_router.h); scores, top-k, gates
+ *   1. logits = x @ router (fp32 on tensor cores, split-K: src/gpu/moe_router.h); scores, top-k, gates
  *      (kernels/moe_route.h);
  *   2. the dispatch plan (kernels/moe_plan.h): slots grouped by expert in stable (token, j) order;
  *   3. the aux statistic: per-expert counts (int64) and sum of normalised scores (fp64), summed
@@ -43,7 +43,7 @@
  *        + 2TC (x bf16) + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (s_h)
  *        + 4Tk (dgates) + 2TkC (dye) + 4RI (dh) + 4RI (dpg, dpu) + 4RC (dxr)
  *        + 2TC (dy bf16) + 4T*SI (ds_h) + 4T*SI (ds_gate, ds_up)
- *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (split-K, <= 32 MiB)
+ *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (16 MiB + 6CE + 6TE)
  *   plus cuBLAS's own workspace (one handle) and a few pinned host bytes.
  *
  * Conventions: device pointers everywhere; token n = b*T + t; weights (in, out), y = x @ W. Every
@@ -139,7 +139,7 @@ typedef struct {
     int stats_ranks;         /* ranks in comms.stats (1 without) */
     cublasHandle_t blas;
     float *logits;           /* (N, E) router logits; the backward's dlogits            */
-    float *router_scratch;   /* the router GEMMs' split-K partials (moe_router.h)       */
+    float *router_scratch;   /* the router GEMMs' partials and planes (moe_router.h)  */
     double *pnorm;           /* (N) */
     double *aux_partial;     /* (ceil(N/256), E) */
     double *psum;            /* (E) */

@@ -2,8 +2,9 @@
  * The row-major GEMM wrappers against the CPU's matmuls: every transpose combination, bf16 and
  * fp32 operands and outputs, accumulate (beta = 1), odd sizes and pointers into the middle of a
  * buffer (the cuBLASLt plans must honour their alignment), strided batches; bitwise repeatable.
- * Split-K (fp32): its chunk rule and scratch bound, the GEMM against a double reference with and
- * without a remainder chunk, and its fixed-order reduction kernel bit for bit.
+ * fp32 GEMMs on tensor cores (gemm_f32x3.h): the chunk rule and scratch bound, every layout
+ * against a double reference in one and several chunks, and the fixed-order sum of the chunks'
+ * partials bit for bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,8 @@
 #include "cpu/ops.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
-#include "gpu/moe_router.h"
+#include "../../kernels/gemm_f32x3.h"
+#include "../../kernels/mok/mok.h"
 #include "gpu_test.h"
 
 static uint64_t rng = 99;
@@ -141,48 +143,31 @@ static void test_gemm_strided(void) {
     cublasDestroy(h);
 }
 
-/* ---------- split-K ---------- */
+/* ---------- fp32 on tensor cores (kernels/gemm_f32x3.h) ---------- */
 
-/* The rule's picks on an H200 (gemm.h), and for any SM count: S within bounds, chunks of at least
- * 256, partials within gemm_splitk_scratch_bytes. No GPU needed. */
-static void test_gemm_splitk_rule(void) {
-    /* The router's shapes on an H200 (132 SMs), expectations from the grid alone (not from the rule):
-     * a grid of 128 x 128 tiles that fills the GPU is not split; one that fills less than a wave
-     * and has K to spare is split into as many chunks as fit one wave (floor(132 / tiles)); the
-     * Kimi-like ones (96 and 168 tiles, K 7168 and 4096) leave SMs idle and are split (S > 1). */
-    const int h200[][4] = {{8192, 128, 2048, 2}, {2048, 128, 8192, 8}, {8192, 2048, 128, 1}, {4096, 7168, 384, 1},
-                           {4096, 384, 7168, -1}, {7168, 384, 4096, -1}};
-    for (int i = 0; i < 6; i++) {
-        const int S = gemm_splitk_chunks(h200[i][0], h200[i][1], h200[i][2], 132), want = h200[i][3];
-        CHECK_MSG(want > 0 ? S == want : S > 1, "%dx%dx%d on 132 SMs: %d chunks, expected %s%d", h200[i][0],
-                  h200[i][1], h200[i][2], S, want > 0 ? "" : "more than ", want > 0 ? want : 1);
+/* The chunk rule: the router's shapes on an H200 (132 SMs; expectations from the grid of 128 x 128
+ * tiles alone: a grid that fills the GPU is not split, one that leaves SMs idle is cut into as
+ * many chunks as fit one wave, at most 16 and K / S >= 256), and for any SM count: S within
+ * bounds and the partials within gpu_gemm_f32x3_scratch_bytes. No GPU needed. */
+static void test_gemm_f32x3_rule(void) {
+    const int h200[][4] = {{8192, 128, 2048, 2}, {2048, 128, 8192, 8}, {8192, 2048, 128, 1}, {4096, 384, 7168, 1},
+                           {1024, 128, 8192, 16}, {256, 384, 4096, 16}, {64, 64, 100000, 16}, {100, 100, 300, 1}};
+    for (int i = 0; i < 8; i++) {
+        const int S = gpu_gemm_f32x3_chunks(h200[i][0], h200[i][1], h200[i][2], 132);
+        CHECK_MSG(S == h200[i][3], "%dx%dx%d on 132 SMs: %d chunks, expected %d", h200[i][0], h200[i][1], h200[i][2],
+                  S, h200[i][3]);
     }
     const int shapes[][3] = {{8192, 128, 2048}, {2048, 128, 8192}, {4096, 384, 7168}, {7168, 384, 4096},
                              {701, 128, 2048},  {2048, 128, 701},  {64, 32, 512},     {37, 23, 9000},
                              {1, 1, 100000},    {8192, 2048, 128}, {300, 256, 520},   {4096, 128, 255}};
-    const size_t max_bytes = (size_t)16 * (512 * 128 * 128 + 64) * sizeof(float);
     for (int i = 0; i < 12; i++) {
         const int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-        const size_t bound = gemm_splitk_scratch_bytes(M, N, K);
-        CHECK_MSG(bound <= max_bytes, "%dx%dx%d: scratch bound %zu bytes", M, N, K, bound);
         for (int sms = 1; sms <= 256; sms++) {
-            const int S = gemm_splitk_chunks(M, N, K, sms);
-            const size_t need = S > 1 ? (size_t)S * gemm_splitk_partial_floats(M, N) * sizeof(float) : 0;
-            CHECK_MSG(S >= 1 && S <= 16 && (S == 1 || K / S >= 256) && need <= bound,
-                      "%dx%dx%d on %d SMs: %d chunks, %zu bytes of %zu", M, N, K, sms, S, need, bound);
-        }
-    }
-    /* the router's scratch covers its three GEMMs at every token count up to N_max */
-    const int router[][3] = {{8192, 2048, 128}, {4096, 7168, 384}, {3000, 1024, 64}};
-    for (int i = 0; i < 3; i++) {
-        const int N_max = router[i][0], C = router[i][1], E = router[i][2];
-        const size_t have = moe_router_scratch_bytes(N_max, C, E);
-        for (int n = 1; n <= N_max; n++) {
-            const size_t need[3] = {gemm_splitk_scratch_bytes(n, E, C), gemm_splitk_scratch_bytes(C, E, n),
-                                    gemm_splitk_scratch_bytes(n, C, E)};
-            for (int g = 0; g < 3; g++)
-                CHECK_MSG(need[g] <= have, "router N_max %d C %d E %d: GEMM %d at %d tokens needs %zu bytes of %zu",
-                          N_max, C, E, g, n, need[g], have);
+            const int S = gpu_gemm_f32x3_chunks(M, N, K, sms);
+            const size_t need = S > 1 ? (size_t)S * M * N * sizeof(float) : 0;
+            CHECK_MSG(S >= 1 && S <= 16 && (S == 1 || K / S >= 256) && need <= gpu_gemm_f32x3_scratch_bytes(sms),
+                      "%dx%dx%d on %d SMs: %d chunks, %zu bytes of %zu", M, N, K, sms, S, need,
+                      gpu_gemm_f32x3_scratch_bytes(sms));
         }
     }
 }
@@ -202,79 +187,72 @@ static void reference_f64(float *C, const float *A, const float *B, int ta, int 
         }
 }
 
-/* One split-K GEMM in S chunks (S <= 0: the rule, scratch sized by gemm_splitk_scratch_bytes)
- * against the double reference, run twice from the same C: every element written (C poisoned
- * when beta == 0, the scratch always), the same bits both times. skew_c = 1 puts C off 16 bytes
- * (the reduction's scalar path). */
-static void splitk_case(cublasHandle_t h, int ta, int tb, int M, int N, int K, int S, float alpha, float beta,
-                        int skew_c) {
-    const long mn = (long)M * N;
-    float *A = random_matrix((long)M * K, 0), *B = random_matrix((long)K * N, 0), *C0 = random_matrix(mn, 0);
-    float *ref = malloc(sizeof(float) * (size_t)mn), *got[2];
-    memcpy(ref, C0, sizeof(float) * (size_t)mn);
-    reference_f64(ref, A, B, ta, tb, M, N, K, alpha, beta);
-    void *ba, *bb, *bc;
-    const float *dA = device_copy(A, (long)M * K, GEMM_F32, 0, &ba);
-    const float *dB = device_copy(B, (long)K * N, GEMM_F32, 0, &bb);
-    const size_t scratch_bytes = S > 0 ? (size_t)S * gemm_splitk_partial_floats(M, N) * sizeof(float)
-                                       : gemm_splitk_scratch_bytes(M, N, K);
-    float *scratch = gpu_poisoned(scratch_bytes);
-    for (int run = 0; run < 2; run++) {
-        float *dC = device_copy(C0, mn, GEMM_F32, skew_c, &bc);
-        if (beta == 0) cudaCheck(cudaMemset(dC, 0xff, sizeof(float) * (size_t)mn));
-        if (S > 0) gemm_rm_splitk_n(h, ta, tb, M, N, K, dA, dB, dC, alpha, beta, S, scratch);
-        else gemm_rm_splitk(h, ta, tb, M, N, K, dA, dB, dC, alpha, beta, scratch, scratch_bytes);
-        got[run] = malloc(sizeof(float) * (size_t)mn);
-        to_float(got[run], dC, mn, GEMM_F32);
-        cudaFree(bc);
-    }
-    char what[128];
-    snprintf(what, sizeof what, "split-K %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d", M, N, K, ta, tb, S,
-             alpha, beta, skew_c);
-    check_runs(got, ref, mn, 1e-5, what);
-    cudaFree(ba), cudaFree(bb), cudaFree(scratch);
-    free(A), free(B), free(C0), free(ref);
+/* Operand x (n values) on the device, `skew` elements off alignment, with its planes when
+ * `planes` (gpu_split_f32x3, the same skew); bases[0..1] are what to free. */
+static GemmF32x3Operand f32x3_operand(const float *x, long n, int planes, int skew, void *bases[2]) {
+    const float *d = device_copy(x, n, GEMM_F32, skew, &bases[0]);
+    bases[1] = NULL;
+    if (!planes) return (GemmF32x3Operand){d, NULL, 0};
+    bf16_t *p = NULL;
+    cudaCheck(cudaMalloc((void **)&p, (size_t)(3 * n + skew) * sizeof(bf16_t)));
+    gpu_split_f32x3(p + skew, d, n, 0);
+    bases[1] = p;
+    return (GemmF32x3Operand){d, p + skew, n};
 }
 
-static void test_gemm_splitk(void) {
+/* One GEMM in S chunks on kernel impl against the double reference, to fp32 accuracy (1e-5; a
+ * single bf16 product would be near 3e-3), run twice from the same C: every element written (C
+ * poisoned when beta == 0, the scratch always), the same bits both times; and with A's, B's and
+ * both operands' planes given, the same bits again. skew moves every pointer off 16-byte
+ * alignment (the element-by-element loads). */
+static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, float alpha, float beta, int skew) {
+    const long mn = (long)M * N;
+    float *A = random_matrix((long)M * K, 0), *B = random_matrix((long)K * N, 0), *C0 = random_matrix(mn, 0);
+    float *ref = malloc(sizeof(float) * (size_t)mn), *got[2], *other = malloc(sizeof(float) * (size_t)mn);
+    memcpy(ref, C0, sizeof(float) * (size_t)mn);
+    reference_f64(ref, A, B, ta, tb, M, N, K, alpha, beta);
+    void *bc, *bases[2][2];
+    float *scratch = gpu_poisoned((size_t)S * mn * sizeof(float));
+    char what[128];
+    snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d",
+             impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew);
+    for (int run = 0; run < 5; run++) {
+        const int planes = run < 2 ? 0 : run - 1; /* bit 0: A's, bit 1: B's */
+        const GemmF32x3Operand dA = f32x3_operand(A, (long)M * K, planes & 1, skew, bases[0]);
+        const GemmF32x3Operand dB = f32x3_operand(B, (long)K * N, planes & 2, skew, bases[1]);
+        float *dC = device_copy(C0, mn, GEMM_F32, skew, &bc);
+        if (beta == 0) cudaCheck(cudaMemset(dC, 0xff, sizeof(float) * (size_t)mn));
+        gpu_gemm_f32x3_with(impl, ta, tb, M, N, K, dA, dB, dC, alpha, beta, S, scratch, 0);
+        float *dst = run < 2 ? (got[run] = malloc(sizeof(float) * (size_t)mn)) : other;
+        to_float(dst, dC, mn, GEMM_F32);
+        if (run >= 2)
+            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0, "%s: planes %d give other bits", what,
+                      planes);
+        cudaFree(bc);
+        for (int o = 0; o < 2; o++) cudaFree(bases[o][0]), cudaFree(bases[o][1]);
+    }
+    check_runs(got, ref, mn, 1e-5, what);
+    cudaFree(scratch);
+    free(A), free(B), free(C0), free(ref), free(other);
+}
+
+static void test_gemm_f32x3(void) {
     if (!gpu_test_begin()) return;
-    cublasHandle_t h;
-    cublasCheck(cublasCreate(&h));
-    /* ta, tb, M, N, K, S: the router's three GEMMs scaled down, K with and without a remainder
-     * (K - S * Kc, Kc = floor(K / S) rounded down to a multiple of 4), odd sizes, many chunks */
-    const int cases[][6] = {{0, 0, 512, 64, 1024, 2},  {0, 0, 512, 64, 1024, 3}, {0, 0, 512, 64, 1024, 4},
-                            {1, 0, 256, 48, 1000, 3},  {1, 0, 256, 48, 1000, 4}, {1, 0, 256, 48, 1000, 8},
-                            {0, 1, 300, 256, 520, 2},  {0, 1, 300, 256, 520, 3}, {1, 1, 37, 23, 777, 5},
-                            {0, 0, 37, 23, 777, 16},   {1, 0, 5, 3, 129, 7},     {0, 1, 64, 40, 4099, 11}};
-    for (int i = 0; i < 12; i++) {
-        const int *c = cases[i];
-        splitk_case(h, c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
-        splitk_case(h, c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
-        splitk_case(h, c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1);
-    }
-    /* the rule on this GPU (on an H200: 8, 8, 11 and 3 chunks), scratch from the bound: the router's
-     * shapes with fewer tokens */
-    splitk_case(h, 0, 0, 2048, 128, 2048, 0, 1.0f, 0.0f, 0);
-    splitk_case(h, 1, 0, 2048, 128, 2048, 0, 1.0f, 1.0f, 0);
-    splitk_case(h, 0, 0, 512, 384, 7168, 0, 1.0f, 0.0f, 0);
-    splitk_case(h, 1, 0, 7168, 384, 768, 0, 1.0f, 1.0f, 0);
-    /* no scratch: exactly gemm_rm */
-    {
-        const int M = 96, N = 40, K = 2048;
-        float *A = random_matrix((long)M * K, 0), *B = random_matrix((long)K * N, 0), got[2][96 * 40];
-        void *ba, *bb;
-        const float *dA = device_copy(A, (long)M * K, GEMM_F32, 0, &ba);
-        const float *dB = device_copy(B, (long)K * N, GEMM_F32, 0, &bb);
-        float *dC[2] = {gpu_poisoned(sizeof got[0]), gpu_poisoned(sizeof got[1])};
-        gemm_rm_splitk(h, 0, 0, M, N, K, dA, dB, dC[0], 1.0f, 0.0f, NULL, 0);
-        gemm_rm(h, 0, 0, M, N, K, dA, GEMM_F32, dB, GEMM_F32, dC[1], GEMM_F32, 1.0f, 0.0f);
-        gpu_download(got[0], dC[0], sizeof got[0]);
-        gpu_download(got[1], dC[1], sizeof got[1]);
-        CHECK_MSG(memcmp(got[0], got[1], sizeof got[0]) == 0, "split-K without scratch differs from gemm_rm");
-        cudaFree(ba), cudaFree(bb), cudaFree(dC[0]), cudaFree(dC[1]);
-        free(A), free(B);
-    }
-    cublasDestroy(h);
+    /* ta, tb, M, N, K, S: the router's three GEMMs scaled down (logits 0/0, weight gradient 1/0,
+     * dx 0/1), the fourth layout, sizes off every tile and vector edge, chunks that do not divide
+     * K; on the mma.sync kernel, and on the wgmma one where this GPU has it */
+    const int cases[][6] = {{0, 0, 512, 64, 1024, 1}, {0, 0, 512, 64, 1024, 3}, {1, 0, 256, 48, 1000, 1},
+                            {1, 0, 256, 48, 1000, 4}, {0, 1, 300, 256, 130, 1}, {0, 1, 300, 256, 520, 2},
+                            {1, 1, 37, 23, 777, 1},   {1, 1, 37, 23, 777, 5},   {0, 0, 5, 3, 129, 1},
+                            {0, 1, 64, 40, 4099, 11}, {1, 0, 130, 130, 33, 1},  {0, 0, 1, 1, 1, 1}};
+    const int impls[2] = {GEMM_F32X3_MMA, GEMM_F32X3_WGMMA};
+    for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
+        for (int i = 0; i < 12; i++) {
+            const int *c = cases[i];
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1);
+        }
 }
 
 /* gpu_sum_partials_f32 against the same additions on the host, bit for bit: float4 and scalar
@@ -310,5 +288,5 @@ static void test_sum_partials(void) {
             }
 }
 
-TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_strided), TEST_CASE(test_gemm_splitk_rule),
-           TEST_CASE(test_gemm_splitk), TEST_CASE(test_sum_partials));
+TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_strided), TEST_CASE(test_gemm_f32x3_rule),
+           TEST_CASE(test_gemm_f32x3), TEST_CASE(test_sum_partials));

@@ -1,0 +1,459 @@
+/*
+ * fp32 GEMMs on bf16 tensor cores (gemm_f32x3.h). Both kernels read the fp32 operands a K block
+ * ahead into registers (float4 where aligned and inside, else element by element, zeros outside),
+ * split each value in three bf16 terms by integer arithmetic and store the three planes to shared
+ * memory; then the six plane products of the block.
+ *  - Hopper (sm_90a): a 128 x 128 tile, two warpgroups of m64n128k16 wgmma reading 128-byte
+ *    swizzled planes; two shared-memory stages, so the split and store of K block t + 1 run while
+ *    the tensor cores work on block t.
+ *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
+ *    fragments, one stage.
+ */
+#include "gemm_f32x3.h"
+
+#include <cuda_bf16.h>
+
+#include "device_util.cuh"
+#include "mok/mok.h"
+#include "mok/tile_mma.cuh"
+#include "mok/tile_wgmma.cuh"
+#include "reduce.h"
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int TILE_N = 128; /* both kernels; TILE_M: 128 (wgmma) or 64 (mma.sync) */
+
+/* x = h + m + l, each a bf16 (its bits in the high half of the word): rounded to nearest by
+ * integer adds on the bits (the conversion instructions run at a sixteenth of the ALU rate);
+ * x - h and r - m are exact in fp32. gpu_split_f32x3 writes the same planes. */
+__device__ __forceinline__ void split3(float x, uint32_t &h, uint32_t &m, uint32_t &l) {
+    h = (__float_as_uint(x) + 0x8000u) & 0xffff0000u;
+    const float r = x - __uint_as_float(h);
+    m = (__float_as_uint(r) + 0x8000u) & 0xffff0000u;
+    l = __float_as_uint(r - __uint_as_float(m)); /* at most 8 significant bits: already a bf16 */
+}
+
+/* The bf16 pair (lo, hi) from two words holding bf16 bits in their high halves. */
+__device__ __forceinline__ uint32_t pack_hi(uint32_t lo, uint32_t hi) { return __byte_perm(lo, hi, 0x7632); }
+
+/* One operand's K block in registers: R rows (of M or N) x BK, read as groups of 4 elements
+ * along the contiguous dimension (K when K_CONTIG), GROUPS a thread. */
+template <int R, int BK, bool K_CONTIG>
+struct Loader {
+    static constexpr int GROUPS = R * BK / 4 / THREADS;
+    uint32_t v[GROUPS][4];
+
+    /* Group i of this thread: row r and k of its first element, within the block. */
+    __device__ __forceinline__ static void at(int i, int &r, int &k) {
+        const int f = (int)threadIdx.x + THREADS * i;
+        if (K_CONTIG) r = f / (BK / 4), k = 4 * (f % (BK / 4));
+        else k = f / (R / 4), r = 4 * (f % (R / 4));
+    }
+
+    /* The block at (r0, k0) of an operand stored with leading dimension ld, rows < rows,
+     * k < k_end. vec: 16-byte aligned groups (then a group is wholly inside or outside). */
+    __device__ __forceinline__ void load(const float *p, long ld, int r0, int rows, int k0, int k_end, bool vec) {
+#pragma unroll
+        for (int i = 0; i < GROUPS; i++) {
+            int r, k;
+            at(i, r, k);
+            r += r0, k += k0;
+            const float *q = p + (K_CONTIG ? (long)r * ld + k : (long)k * ld + r);
+            if (vec && (K_CONTIG ? r < rows && k < k_end : k < k_end && r < rows)) {
+                const uint4 w = *reinterpret_cast<const uint4 *>(q);
+                v[i][0] = w.x, v[i][1] = w.y, v[i][2] = w.z, v[i][3] = w.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const bool in = K_CONTIG ? r < rows && k + j < k_end : k < k_end && r + j < rows;
+                    v[i][j] = in && !vec ? __float_as_uint(q[j]) : 0u;
+                }
+            }
+        }
+    }
+
+    /* Group i split: the 4 bf16 of plane p as two words. */
+    __device__ __forceinline__ void planes(int i, uint2 (&out)[3]) const {
+        uint32_t s[4][3];
+#pragma unroll
+        for (int j = 0; j < 4; j++) split3(__uint_as_float(v[i][j]), s[j][0], s[j][1], s[j][2]);
+#pragma unroll
+        for (int p = 0; p < 3; p++) out[p] = make_uint2(pack_hi(s[0][p], s[1][p]), pack_hi(s[2][p], s[3][p]));
+    }
+};
+
+/* Where a block's results go: C = alpha acc + beta C, or (chunks) the chunk's partial alpha acc.
+ * A thread's results go in two passes: all its reads of C first, so that none waits on a store
+ * to the same array before it. */
+struct Out {
+    float *out;
+    int M, N;
+    float alpha, beta;
+    bool add;
+
+    template <int V>
+    __device__ __forceinline__ void put(const int (&m)[V], const int (&n)[V], const float (&v)[V]) const {
+        float old[V];
+#pragma unroll
+        for (int i = 0; i < V; i++) old[i] = add && m[i] < M && n[i] < N ? out[(size_t)m[i] * N + n[i]] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            if (m[i] < M && n[i] < N) out[(size_t)m[i] * N + n[i]] = add ? __fmaf_rn(beta, old[i], alpha * v[i]) : alpha * v[i];
+    }
+};
+
+__device__ __forceinline__ Out out_of(float *C, float *parts, int M, int N, float alpha, float beta) {
+    const bool split = gridDim.z > 1;
+    return Out{split ? parts + (size_t)blockIdx.z * M * N : C, M, N, alpha, beta, !split && beta != 0.0f};
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Hopper: wgmma
+ * ---------------------------------------------------------------------------------------------- */
+
+constexpr int WG_BM = 128, WG_BK = 64;
+constexpr int WG_PANEL = 64 * 64 * 2;      /* bytes: 64 rows of 128 */
+constexpr int WG_TILE = 2 * WG_PANEL;      /* one plane of one operand: 128 x 64 bf16 */
+constexpr int WG_STAGE = 6 * WG_TILE;      /* A's three planes, then B's */
+constexpr int WG_SMEM = 2 * WG_STAGE + 1024; /* two stages, and room to align to 1024 */
+
+/* Byte offset of element (mn, k) in a 128 x 64 plane tile, 128-byte swizzled (tile_wgmma.cuh):
+ * K-major, row mn of 64 K; or MN-major, 64-wide panels of 64 K rows. */
+template <bool K_MAJOR>
+__device__ __forceinline__ int wg_offset(int mn, int k) {
+    const int row = K_MAJOR ? mn : (mn >> 6) * 64 + k, c = K_MAJOR ? k : mn & 63;
+    return row * 128 + ((((c >> 3) ^ row) & 7) << 4) + (c & 7) * 2;
+}
+
+/* The loaded block, split, into a stage's three planes of one operand. */
+template <bool K_MAJOR, class L>
+__device__ __forceinline__ void wg_store(const L &ld, unsigned char *tile) {
+#pragma unroll
+    for (int i = 0; i < L::GROUPS; i++) {
+        int r, k;
+        L::at(i, r, k);
+        uint2 p[3];
+        ld.planes(i, p);
+        const int off = wg_offset<K_MAJOR>(r, k);
+#pragma unroll
+        for (int q = 0; q < 3; q++) *reinterpret_cast<uint2 *>(tile + q * WG_TILE + off) = p[q];
+    }
+}
+
+/* A block of an operand given as planes (ps elements apart, laid out as the fp32 with leading
+ * dimension ld) into a stage's three plane tiles: 16-byte chunks by cp.async (zeros outside), or
+ * element by element where vec is off (ld % 8, alignment). */
+template <int R, bool K_MAJOR>
+__device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long ld, int r0, int rows, int k0, int k_end,
+                                               bool vec, unsigned char *tile) {
+    constexpr int CHUNKS = R * WG_BK / 8; /* a plane's, each 8 elements along the contiguous dimension */
+#pragma unroll
+    for (int i = 0; i < CHUNKS / THREADS; i++) {
+        const int f = (int)threadIdx.x + THREADS * i;
+        const int r = K_MAJOR ? f / (WG_BK / 8) : 8 * (f % (R / 8)), k = K_MAJOR ? 8 * (f % (WG_BK / 8)) : f / (R / 8);
+        const int gr = r0 + r, gk = k0 + k, off = wg_offset<K_MAJOR>(r, k);
+        const long base = K_MAJOR ? (long)gr * ld + gk : (long)gk * ld + gr;
+#pragma unroll
+        for (int pl = 0; pl < 3; pl++) {
+            unsigned char *d = tile + pl * WG_TILE + off;
+            const uint16_t *q = p + pl * ps + base;
+            if (vec) { /* ld % 8 == 0: a chunk is wholly inside or wholly outside */
+                const bool in = gr < rows && gk < k_end;
+                mok_cp_async16(d, in ? q : p, in);
+            } else {
+                uint32_t e[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const bool in = K_MAJOR ? gr < rows && gk + j < k_end : gk < k_end && gr + j < rows;
+                    e[j] = in ? q[j] : 0u;
+                }
+                *reinterpret_cast<uint4 *>(d) = make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16,
+                                                           e[6] | e[7] << 16);
+            }
+        }
+    }
+}
+
+/* One operand's path into a stage: fp32 read into registers and split (begin, then finish), or
+ * planes copied (PL: begin only). */
+template <int R, bool K_MAJOR, bool PL>
+struct WgOperand {
+    Loader<R, WG_BK, K_MAJOR> ld;
+    __device__ __forceinline__ void begin(const float *f, const uint16_t *pl, long ps, long ldm, int r0, int rows,
+                                          int k0, int k_end, bool vec, unsigned char *tile) {
+        if constexpr (PL) wg_copy_planes<R, K_MAJOR>(pl, ps, ldm, r0, rows, k0, k_end, vec, tile);
+        else ld.load(f, ldm, r0, rows, k0, k_end, vec);
+    }
+    __device__ __forceinline__ void finish(unsigned char *tile) const {
+        if constexpr (!PL) wg_store<K_MAJOR>(ld, tile);
+    }
+};
+
+/* A_T: A stored (K, M); B_T: B stored (N, K); A_PL, B_PL: read that operand's planes. Grid (N
+ * tiles, M tiles, chunks), WG_SMEM bytes. */
+template <bool A_T, bool B_T, bool A_PL, bool B_PL>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const float *__restrict__ B,
+                           float *C, float alpha, float beta, float *__restrict__ parts, bool vec_a, bool vec_b,
+                           const uint16_t *__restrict__ pa_, long ps_a, const uint16_t *__restrict__ pb_, long ps_b) {
+#if MOK_SM90
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
+    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * WG_BM, z = blockIdx.z;
+    const int k_begin = z * kc, k_end = min(K, k_begin + kc);
+    const long lda = A_T ? M : K, ldb = B_T ? K : N;
+    const int w = threadIdx.x >> 7;
+    /* descriptors: K-major planes step 32 bytes a k16, MN-major 2048 (in 16-byte units) */
+    constexpr unsigned lbo_a = A_T ? WG_PANEL : 16, lbo_b = B_T ? 16 : WG_PANEL;
+    constexpr int step_a = A_T ? 128 : 2, step_b = B_T ? 2 : 128;
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    WgOperand<WG_BM, !A_T, A_PL> oa;
+    WgOperand<TILE_N, B_T, B_PL> ob;
+    oa.begin(A, pa_, ps_a, lda, m0, M, k_begin, k_end, vec_a, smem);
+    ob.begin(B, pb_, ps_b, ldb, n0, N, k_begin, k_end, vec_b, smem + 3 * WG_TILE);
+    oa.finish(smem);
+    ob.finish(smem + 3 * WG_TILE);
+    mok_cp_async_commit();
+    for (int k0 = k_begin, t = 0; k0 < k_end; k0 += WG_BK, t++) {
+        unsigned char *st = smem + (t & 1) * WG_STAGE;
+        asm volatile("cp.async.wait_group 0;" ::: "memory");          /* this thread's copies of the block */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the planes, to the tensor cores */
+        __syncthreads();
+        mok_wgmma_fence();
+        /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h */
+        const int pa[6] = {2, 1, 1, 0, 0, 0}, pb[6] = {0, 1, 0, 2, 1, 0};
+#pragma unroll
+        for (int q = 0; q < 6; q++) {
+            const uint64_t da = mok_wgmma_desc(st + pa[q] * WG_TILE + w * WG_PANEL, lbo_a, 1024);
+            const uint64_t db = mok_wgmma_desc(st + (3 + pb[q]) * WG_TILE, lbo_b, 1024);
+#pragma unroll
+            for (int kk = 0; kk < WG_BK / 16; kk++)
+                mok_wgmma_m64n128k16<A_T, !B_T>(acc, da + step_a * kk, db + step_b * kk);
+        }
+        mok_wgmma_commit();
+        if (k0 + WG_BK < k_end) { /* the next block into the other stage while the products run */
+            unsigned char *nx = smem + ((t + 1) & 1) * WG_STAGE;
+            oa.begin(A, pa_, ps_a, lda, m0, M, k0 + WG_BK, k_end, vec_a, nx);
+            ob.begin(B, pb_, ps_b, ldb, n0, N, k0 + WG_BK, k_end, vec_b, nx + 3 * WG_TILE);
+            oa.finish(nx);
+            ob.finish(nx + 3 * WG_TILE);
+            mok_cp_async_commit();
+        }
+        mok_wgmma_wait<0>(); /* this stage is free once both warpgroups pass the next barrier */
+        mok_fence_acc(acc);
+    }
+    /* d[4i + e]: row 16 (warp % 4) + lane / 4 + 8 (e >= 2), column 8i + 2 (lane % 4) + (e & 1) */
+    const int lane = threadIdx.x & 31, row = m0 + 64 * w + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
+    int rows[64], cols[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) rows[i] = row + 8 * ((i & 3) >> 1), cols[i] = n0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+    out_of(C, parts, M, N, alpha, beta).put(rows, cols, acc);
+#else
+    asm volatile("trap;");
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Any GPU: mma.sync
+ * ---------------------------------------------------------------------------------------------- */
+
+constexpr int MS_BM = 64, MS_BK = 32;
+constexpr int KPITCH = MS_BK + 8; /* planes with K contiguous: rows of 80 bytes, conflict-free ldmatrix */
+
+/* A plane tile of R rows x MS_BK: K_CONTIG plane[r * KPITCH + k], else plane[k * (R + 8) + r]
+ * (rows of 144 or 272 bytes: conflict-free ldmatrix.trans). */
+template <int R, bool K_CONTIG>
+struct MsPlane {
+    static constexpr int PITCH = K_CONTIG ? KPITCH : R + 8;
+    static constexpr int SIZE = K_CONTIG ? R * KPITCH : MS_BK * (R + 8);
+};
+
+template <int R, bool K_CONTIG, class L>
+__device__ __forceinline__ void ms_store(const L &ld, __nv_bfloat16 *planes) {
+    typedef MsPlane<R, K_CONTIG> P;
+#pragma unroll
+    for (int i = 0; i < L::GROUPS; i++) {
+        int r, k;
+        L::at(i, r, k);
+        uint2 p[3];
+        ld.planes(i, p);
+        const int off = K_CONTIG ? r * P::PITCH + k : k * P::PITCH + r;
+#pragma unroll
+        for (int q = 0; q < 3; q++) *reinterpret_cast<uint2 *>(planes + q * P::SIZE + off) = p[q];
+    }
+}
+
+/* A fragment (m16 x k16) at (m, kk) of a plane; B fragments of two n8 tiles (n16 x k16) at (n, kk). */
+template <bool K_CONTIG, int PITCH>
+__device__ __forceinline__ void frag_a(uint32_t (&a)[4], const __nv_bfloat16 *plane, int m, int kk) {
+    const int lane = threadIdx.x & 31, i = lane >> 3;
+    if (K_CONTIG) mok_ldmatrix_x4(a, plane + (m + (lane & 15)) * PITCH + kk + (lane >> 4) * 8);
+    else mok_ldmatrix_x4_trans(a, plane + (kk + (lane & 7) + ((i >> 1) << 3)) * PITCH + m + ((i & 1) << 3));
+}
+template <bool K_CONTIG, int PITCH>
+__device__ __forceinline__ void frag_b(uint32_t (&b)[4], const __nv_bfloat16 *plane, int n, int kk) {
+    const int lane = threadIdx.x & 31, i = lane >> 3;
+    if (K_CONTIG) mok_ldmatrix_x4(b, plane + (n + (lane & 7) + ((i >> 1) << 3)) * PITCH + kk + ((i & 1) << 3));
+    else mok_ldmatrix_x4_trans(b, plane + (kk + (lane & 7) + ((i & 1) << 3)) * PITCH + n + ((i >> 1) << 3));
+}
+
+template <bool A_T, bool B_T>
+__global__ void __launch_bounds__(THREADS, 2)
+    gemm_f32x3_mma_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const float *__restrict__ B,
+                          float *C, float alpha, float beta, float *__restrict__ parts, bool vec_a, bool vec_b) {
+    typedef MsPlane<MS_BM, !A_T> PA;
+    typedef MsPlane<TILE_N, B_T> PB;
+    __shared__ __align__(16) __nv_bfloat16 sa[3 * PA::SIZE], sb[3 * PB::SIZE];
+    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * MS_BM, z = blockIdx.z;
+    const int k_begin = z * kc, k_end = min(K, k_begin + kc);
+    const long lda = A_T ? M : K, ldb = B_T ? K : N;
+    const int warp = threadIdx.x >> 5, wm = (warp >> 2) * 32, wn = (warp & 3) * 32;
+    float acc[2][4][4] = {};
+    Loader<MS_BM, MS_BK, !A_T> la;
+    Loader<TILE_N, MS_BK, B_T> lb;
+    la.load(A, lda, m0, M, k_begin, k_end, vec_a);
+    lb.load(B, ldb, n0, N, k_begin, k_end, vec_b);
+    for (int k0 = k_begin; k0 < k_end; k0 += MS_BK) {
+        __syncthreads(); /* the last block's fragments are read */
+        ms_store<MS_BM, !A_T>(la, sa);
+        ms_store<TILE_N, B_T>(lb, sb);
+        __syncthreads();
+        if (k0 + MS_BK < k_end) {
+            la.load(A, lda, m0, M, k0 + MS_BK, k_end, vec_a);
+            lb.load(B, ldb, n0, N, k0 + MS_BK, k_end, vec_b);
+        }
+#pragma unroll
+        for (int kk = 0; kk < MS_BK; kk += 16) {
+            uint32_t b[3][4][2];
+#pragma unroll
+            for (int p = 0; p < 3; p++)
+#pragma unroll
+                for (int np = 0; np < 2; np++) {
+                    uint32_t r[4];
+                    frag_b<B_T, PB::PITCH>(r, sb + p * PB::SIZE, wn + 16 * np, kk);
+                    b[p][2 * np][0] = r[0], b[p][2 * np][1] = r[1], b[p][2 * np + 1][0] = r[2], b[p][2 * np + 1][1] = r[3];
+                }
+            /* A's planes one at a time (registers), smallest first: l h; m m, m h; h l, h m, h h;
+             * the eight accumulators innermost, so that consecutive MMAs do not wait on each other */
+#pragma unroll
+            for (int pa = 2; pa >= 0; pa--) {
+                uint32_t a[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) frag_a<!A_T, PA::PITCH>(a[mt], sa + pa * PA::SIZE, wm + 16 * mt, kk);
+#pragma unroll
+                for (int pb = 2 - pa; pb >= 0; pb--)
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                        for (int nt = 0; nt < 4; nt++) mok_mma16816(acc[mt][nt], a[mt], b[pb][nt]);
+            }
+        }
+    }
+    const int lane = threadIdx.x & 31, g = lane >> 2, t2 = 2 * (lane & 3);
+    int rows[32], cols[32];
+    float vals[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        const int mt = i >> 4, nt = (i >> 2) & 3, e = i & 3;
+        rows[i] = m0 + wm + 16 * mt + g + 8 * (e >> 1), cols[i] = n0 + wn + 8 * nt + t2 + (e & 1);
+        vals[i] = acc[mt][nt][e];
+    }
+    out_of(C, parts, M, N, alpha, beta).put(rows, cols, vals);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Host side
+ * ---------------------------------------------------------------------------------------------- */
+
+constexpr int RULE_TILE_M = 128; /* the chunk rule counts 128 x 128 tiles (either kernel) */
+
+int chunk_len(int K, int S, int bk) { return ((K + S - 1) / S + bk - 1) / bk * bk; }
+
+typedef void (*MmaKernel)(int, int, int, int, const float *, const float *, float *, float, float, float *, bool,
+                          bool);
+typedef void (*Sm90Kernel)(int, int, int, int, const float *, const float *, float *, float, float, float *, bool,
+                           bool, const uint16_t *, long, const uint16_t *, long);
+
+/* Variant I: bit 0 trans_a, 1 trans_b, 2 A's planes, 3 B's planes. */
+template <int I> constexpr Sm90Kernel sm90_variant() {
+    return gemm_f32x3_sm90_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0>;
+}
+const Sm90Kernel sm90_kernels[16] = {
+    sm90_variant<0>(), sm90_variant<1>(), sm90_variant<2>(),  sm90_variant<3>(),  sm90_variant<4>(),  sm90_variant<5>(),
+    sm90_variant<6>(), sm90_variant<7>(), sm90_variant<8>(),  sm90_variant<9>(),  sm90_variant<10>(), sm90_variant<11>(),
+    sm90_variant<12>(), sm90_variant<13>(), sm90_variant<14>(), sm90_variant<15>()};
+const MmaKernel mma_kernels[4] = {gemm_f32x3_mma_kernel<false, false>, gemm_f32x3_mma_kernel<true, false>,
+                                  gemm_f32x3_mma_kernel<false, true>, gemm_f32x3_mma_kernel<true, true>};
+
+bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0; }
+
+__global__ void split_kernel(uint16_t *__restrict__ planes, const float *__restrict__ x, long n) {
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+        uint32_t h, m, l;
+        split3(x[i], h, m, l);
+        planes[i] = (uint16_t)(h >> 16), planes[n + i] = (uint16_t)(m >> 16), planes[2 * n + i] = (uint16_t)(l >> 16);
+    }
+}
+
+} // namespace
+
+extern "C" int gpu_gemm_f32x3_chunks(int M, int N, int K, int sms) {
+    const long tiles = (long)((M + RULE_TILE_M - 1) / RULE_TILE_M) * ((N + TILE_N - 1) / TILE_N);
+    if (tiles <= 0 || tiles >= sms) return 1;
+    long S = sms / tiles;
+    if (S > 16) S = 16;
+    if (S > K / 256) S = K / 256;
+    if (S <= 1) return 1;
+    const int kc = chunk_len(K, (int)S, WG_BK);
+    return (K + kc - 1) / kc;
+}
+
+extern "C" size_t gpu_gemm_f32x3_scratch_bytes(int sms) {
+    return (size_t)sms * RULE_TILE_M * TILE_N * sizeof(float);
+}
+
+extern "C" void gpu_split_f32x3(bf16_t *planes, const float *x, long n, cudaStream_t stream) {
+    if (n <= 0) return;
+    const long blocks = (n + 255) / 256;
+    split_kernel<<<(unsigned)(blocks < 65535L * 16 ? blocks : 65535L * 16), 256, 0, stream>>>(planes, x, n);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, int N, int K, GemmF32x3Operand A,
+                                    GemmF32x3Operand B, float *C, float alpha, float beta, int S, float *scratch,
+                                    cudaStream_t stream) {
+    if (M <= 0 || N <= 0) return;
+    const bool wg = impl == GEMM_F32X3_WGMMA || (impl == GEMM_F32X3_AUTO && mok_sm90_available());
+    /* chunks cut at multiples of the wgmma K block, so both kernels sum the same partials */
+    const int kc = K > 0 ? chunk_len(K, S < 1 ? 1 : S, WG_BK) : WG_BK;
+    const int chunks = K > 0 ? (K + kc - 1) / kc : 1;
+    const int bm = wg ? WG_BM : MS_BM;
+    const dim3 grid((unsigned)((N + TILE_N - 1) / TILE_N), (unsigned)((M + bm - 1) / bm), (unsigned)chunks);
+    const long lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const int v = (trans_a ? 1 : 0) | (trans_b ? 2 : 0);
+    if (wg) {
+        /* planes: 16-byte chunks of 8 elements where the layout allows, else element by element */
+        const bool pa = A.planes != NULL, pb = B.planes != NULL;
+        const bool va = pa ? lda % 8 == 0 && A.plane_stride % 8 == 0 && aligned(A.planes, 16)
+                           : lda % 4 == 0 && aligned(A.f32, 16);
+        const bool vb = pb ? ldb % 8 == 0 && B.plane_stride % 8 == 0 && aligned(B.planes, 16)
+                           : ldb % 4 == 0 && aligned(B.f32, 16);
+        const Sm90Kernel k = sm90_kernels[v | (pa ? 4 : 0) | (pb ? 8 : 0)];
+        cudaCheck(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+        k<<<grid, THREADS, WG_SMEM, stream>>>(M, N, K, kc, A.f32, B.f32, C, alpha, beta, scratch, va, vb, A.planes,
+                                              A.plane_stride, B.planes, B.plane_stride);
+    } else {
+        const bool va = lda % 4 == 0 && aligned(A.f32, 16), vb = ldb % 4 == 0 && aligned(B.f32, 16);
+        mma_kernels[v]<<<grid, THREADS, 0, stream>>>(M, N, K, kc, A.f32, B.f32, C, alpha, beta, scratch, va, vb);
+    }
+    cudaCheckLaunch();
+    if (chunks > 1) gpu_sum_partials_f32(C, scratch, (long)M * N, (long)M * N, chunks, beta, stream);
+}
+
+extern "C" void gpu_gemm_f32x3(int trans_a, int trans_b, int M, int N, int K, GemmF32x3Operand A, GemmF32x3Operand B,
+                               float *C, float alpha, float beta, int S, float *scratch, cudaStream_t stream) {
+    gpu_gemm_f32x3_with(GEMM_F32X3_AUTO, trans_a, trans_b, M, N, K, A, B, C, alpha, beta, S, scratch, stream);
+}

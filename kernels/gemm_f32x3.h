@@ -1,0 +1,70 @@
+/*
+ * fp32 GEMMs on bf16 tensor cores, for the MoE router (src/gpu/moe_router.h): cuBLAS's fp32
+ * GEMMs ran on the CUDA cores at about 30 TFLOP/s; six bf16 products on the tensor cores are
+ * faster (2026-11-30 (s4) in docs/perf-notes.md).
+ *
+ * Each fp32 operand element x is split in three bf16 terms, x = h + m + l exactly (h = bf16(x),
+ * m = bf16(x - h), l = bf16(x - h - m), rounded to nearest, ties away from zero: 8 + 8 + 8
+ * significant bits cover fp32's 24), and
+ *   a b = a_l b_h + a_m b_m + a_m b_h + a_h b_l + a_h b_m + a_h b_h
+ * (the three dropped terms are below 2^-24 of a b), each product exact in the tensor core's fp32
+ * accumulator, added in that order at every k step. Errors are those of an fp32 GEMM. Values of
+ * magnitude above 3.39e38 round to infinity in h (their fp32 products overflow anyway).
+ *
+ * C (M, N) = alpha op(A) op(B) + beta C, row-major as gemm.h's gemm_rm: op(A) is (M, K), A stored
+ * (M, K), or (K, M) when trans_a; op(B) is (K, N), B stored (K, N), or (N, K) when trans_b. No
+ * alignment or size requirement. K runs in S chunks (split-K, for outputs with few tiles): chunk
+ * z writes its partial to scratch + z * M * N, and kernels/reduce.h's gpu_sum_partials_f32 adds
+ * them in order. No atomics: bitwise reproducible for a fixed shape, S and GPU.
+ */
+#ifndef MOKC_KERNELS_GEMM_F32X3_H
+#define MOKC_KERNELS_GEMM_F32X3_H
+
+#include <stddef.h>
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An operand: its fp32 values, and optionally their three bf16 planes from gpu_split_f32x3 (h,
+ * m, l at planes + {0, 1, 2} plane_stride, each laid out as the fp32 matrix). The planes hold the
+ * split the kernels would make, so the results are the same bits with or without them; the
+ * Hopper kernel copies them instead of splitting: worth it for an operand that many blocks read
+ * (the router weights, dlogits). */
+typedef struct {
+    const float *f32;
+    const bf16_t *planes;
+    long plane_stride;
+} GemmF32x3Operand;
+
+/* planes (3 n bf16) <- the split of x (n fp32): h, then m, then l (plane_stride n). */
+void gpu_split_f32x3(bf16_t *planes, const float *x, long n, cudaStream_t stream);
+
+/* The chunk count for a GPU of `sms` multiprocessors: 1 when the output's 128 x 128 tiles fill
+ * the GPU, else as many chunks as fit one wave (at most 16, and K / S >= 256). */
+int gpu_gemm_f32x3_chunks(int M, int N, int K, int sms);
+
+/* Scratch bytes that any shape's partials need on a GPU of `sms` multiprocessors under the rule
+ * above (S chunks are only taken when S tiles fit one wave: S M N <= sms 128 128 floats). */
+size_t gpu_gemm_f32x3_scratch_bytes(int sms);
+
+/* The GEMM in S chunks (S >= 1; scratch holds S * M * N floats when S > 1, else unused), on the
+ * Hopper kernel where the GPU and the binary have it, else the mma.sync one. C must not overlap
+ * A, B or scratch; it is not read when beta == 0. */
+void gpu_gemm_f32x3(int trans_a, int trans_b, int M, int N, int K, GemmF32x3Operand A, GemmF32x3Operand B, float *C,
+                    float alpha, float beta, int S, float *scratch, cudaStream_t stream);
+
+/* The same on a chosen kernel (tests): GEMM_F32X3_WGMMA needs mok_sm90_available(). The two
+ * kernels' bits differ (another order of the products within a K step). */
+enum { GEMM_F32X3_AUTO = 0, GEMM_F32X3_WGMMA = 1, GEMM_F32X3_MMA = 2 };
+void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, int N, int K, GemmF32x3Operand A,
+                         GemmF32x3Operand B, float *C, float alpha, float beta, int S, float *scratch,
+                         cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
