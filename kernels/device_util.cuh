@@ -52,10 +52,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
-/* SwiGLU backward of one element (h = silu(g) * u): dg, du from dh = d, all fp32. kernels/swiglu.cu
- * and the megakernel share it, so the unfused and fused layers give the same bits. */
+/* SwiGLU of one element, forward (h = silu(g) * u) and backward (dg, du from dh = d), all fp32.
+ * kernels/swiglu.cu and the megakernel share them, so the unfused and fused layers give the same
+ * bits. The logistic function takes the fast exponential (ex2.approx; a few ulp) and an IEEE
+ * reciprocal: the megakernel's epilogues spend their time in this arithmetic, and every result
+ * is rounded to bf16 next. */
+__device__ __forceinline__ float sigmoid_f32(float x) { return __frcp_rn(1.0f + __expf(-x)); }
+__device__ __forceinline__ float silu_mul_f32(float g, float u) { return g * sigmoid_f32(g) * u; }
 __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, float &dg, float &du) {
-    const float s = 1.0f / (1.0f + expf(-g));
+    const float s = sigmoid_f32(g);
     dg = d * u * (s + g * s * (1.0f - s));
     du = d * g * s;
 }

@@ -142,7 +142,14 @@ __global__ void aux_partial_kernel(double *__restrict__ partial, const float *__
 __global__ void aux_psum_kernel(double *__restrict__ psum, const double *__restrict__ partial, int chunks, int E) {
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < E; e += gridDim.x * blockDim.x) {
         double acc = 0;
-        for (int c = 0; c < chunks; c++) acc += partial[(long)c * E + e];
+        for (int c0 = 0; c0 < chunks; c0 += kAuxBatch) { /* a batch's loads in flight, then its sum in order */
+            double v[kAuxBatch];
+#pragma unroll
+            for (int i = 0; i < kAuxBatch; i++) v[i] = c0 + i < chunks ? partial[(long)(c0 + i) * E + e] : 0.0;
+#pragma unroll
+            for (int i = 0; i < kAuxBatch; i++)
+                if (c0 + i < chunks) acc += v[i];
+        }
         psum[e] = acc;
     }
 }

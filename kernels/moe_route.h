@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 /* Tokens per partial sum of the aux statistic P (see gpu_moe_aux_partial). */
-#define MOE_AUX_CHUNK 256
+#define MOE_AUX_CHUNK 64 /* short: the serial sums are the kernel's whole parallelism */
 
 /* Per token n < N:
  *   scores (N, E) fp32 <- softmax or sigmoid of logits (N, E) fp32;

@@ -12,11 +12,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float swiglu_f(float g, float u) { return g * sigmoidf_(g) * u; }
-
-
 __global__ void swiglu_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *gate, const __nv_bfloat16 *up, long n,
                                       int vec) {
     const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
@@ -26,11 +21,11 @@ __global__ void swiglu_forward_kernel(__nv_bfloat16 *h, const __nv_bfloat16 *gat
         unpack_bf16x8(g, reinterpret_cast<const uint4 *>(gate)[gi]);
         unpack_bf16x8(u, reinterpret_cast<const uint4 *>(up)[gi]);
 #pragma unroll
-        for (int k = 0; k < 8; k++) o[k] = swiglu_f(g[k], u[k]);
+        for (int k = 0; k < 8; k++) o[k] = silu_mul_f32(g[k], u[k]);
         reinterpret_cast<uint4 *>(h)[gi] = pack_bf16x8(o);
     }
     for (long i = groups * 8 + tid; i < n; i += stride)
-        h[i] = __float2bfloat16_rn(swiglu_f(__bfloat162float(gate[i]), __bfloat162float(up[i])));
+        h[i] = __float2bfloat16_rn(silu_mul_f32(__bfloat162float(gate[i]), __bfloat162float(up[i])));
 }
 
 __global__ void swiglu_backward_kernel(__nv_bfloat16 *dgate, __nv_bfloat16 *dup, const float *dh,

@@ -1,6 +1,7 @@
 /*
  * The MoK megakernel, forward: the schedule kernel and the persistent kernel (protocol in mok.h).
  */
+#include "../device_util.cuh"
 #include "mok.h"
 #include "mok_protocol.cuh"
 #include "tile_mma.cuh"
@@ -100,8 +101,8 @@ __device__ void mok_gateup_task(const MokFwdParams &p, Smem &sm, int t, int nI) 
                 const __nv_bfloat162 pg = __floats2bfloat162_rn(acc[0][mi][ni][2 * half], acc[0][mi][ni][2 * half + 1]);
                 const __nv_bfloat162 pu = __floats2bfloat162_rn(acc[1][mi][ni][2 * half], acc[1][mi][ni][2 * half + 1]);
                 const __nv_bfloat162 hv =
-                    __floats2bfloat162_rn(mok_silu_mul(__low2float(pg), __low2float(pu)),
-                                          mok_silu_mul(__high2float(pg), __high2float(pu)));
+                    __floats2bfloat162_rn(silu_mul_f32(__low2float(pg), __low2float(pu)),
+                                          silu_mul_f32(__high2float(pg), __high2float(pu)));
                 const size_t off = (size_t)(r0 + row) * p.I + n0 + col;
                 *reinterpret_cast<__nv_bfloat162 *>(p.h + off) = hv;
                 if (p.pre_gate) {

@@ -26,6 +26,7 @@
  * The pipeline (roles, stages, staging, dispatch warps) is shared with the backward:
  * sm90_pipeline.cuh. Shared memory: 4 x (A 16 KB + B 32 KB) + 2 x 16 KB staging ≈ 225 KB.
  */
+#include "../device_util.cuh"
 #include "mok.h"
 #include "sm90_pipeline.cuh"
 
@@ -99,8 +100,8 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     const int col0 = nt * 128;
     sm90_stage(stg, w, [&](int i, int half) {
         const __nv_bfloat162 g = sm90_pair(acc, i, half), u = sm90_pair(acc, i + 16, half);
-        return __floats2bfloat162_rn(mok_silu_mul(__low2float(g), __low2float(u)),
-                                     mok_silu_mul(__high2float(g), __high2float(u)));
+        return __floats2bfloat162_rn(silu_mul_f32(__low2float(g), __low2float(u)),
+                                     silu_mul_f32(__high2float(g), __high2float(u)));
     });
     sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.h + (size_t)(r0 + r) * p.I + col0; });
     if (p.pre_gate) {

@@ -100,6 +100,4 @@ __device__ __forceinline__ void mok_pull_row(const P &p, int base, int lr, bf16_
     for (; c < C8; c += 32) d[c] = s[c];
 }
 
-__device__ __forceinline__ float mok_silu_mul(float g, float u) { return g * (1.0f / (1.0f + expf(-g))) * u; }
-
 #endif

@@ -364,7 +364,7 @@ static void test_moe_gpu_k_equals_e(void) {
 
 static void test_moe_gpu_many_tokens(void) {
     if (!gpu_test_begin()) return;
-    /* 2803 slots: three plan chunks of 1024; 701 tokens: three aux chunks of 256 */
+    /* 2803 slots: three plan chunks of 1024; 701 tokens: eleven aux chunks of 64 */
     Shape s = {"701 tokens, several plan and aux chunks", 701, 0, 32, 16, 4, 16, 0, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1,
                81};
     run_shape(&s);
