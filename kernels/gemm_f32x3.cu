@@ -73,13 +73,22 @@ struct Loader {
         }
     }
 
-    /* Group i split: the 4 bf16 of plane p as two words. */
-    __device__ __forceinline__ void planes(int i, uint2 (&out)[3]) const {
-        uint32_t s[4][3];
+    /* The block, split, into three planes plane_bytes apart; off(r, k) is the byte offset of
+     * element (r, k) in a plane (a group's 4 elements are contiguous there). */
+    template <class F>
+    __device__ __forceinline__ void store(unsigned char *planes, int plane_bytes, F off) const {
 #pragma unroll
-        for (int j = 0; j < 4; j++) split3(__uint_as_float(v[i][j]), s[j][0], s[j][1], s[j][2]);
+        for (int i = 0; i < GROUPS; i++) {
+            int r, k;
+            at(i, r, k);
+            uint32_t s[4][3];
 #pragma unroll
-        for (int p = 0; p < 3; p++) out[p] = make_uint2(pack_hi(s[0][p], s[1][p]), pack_hi(s[2][p], s[3][p]));
+            for (int j = 0; j < 4; j++) split3(__uint_as_float(v[i][j]), s[j][0], s[j][1], s[j][2]);
+            unsigned char *d = planes + off(r, k);
+#pragma unroll
+            for (int p = 0; p < 3; p++)
+                *reinterpret_cast<uint2 *>(d + p * plane_bytes) = make_uint2(pack_hi(s[0][p], s[1][p]), pack_hi(s[2][p], s[3][p]));
+        }
     }
 };
 
@@ -124,21 +133,6 @@ template <bool K_MAJOR>
 __device__ __forceinline__ int wg_offset(int mn, int k) {
     const int row = K_MAJOR ? mn : (mn >> 6) * 64 + k, c = K_MAJOR ? k : mn & 63;
     return row * 128 + ((((c >> 3) ^ row) & 7) << 4) + (c & 7) * 2;
-}
-
-/* The loaded block, split, into a stage's three planes of one operand. */
-template <bool K_MAJOR, class L>
-__device__ __forceinline__ void wg_store(const L &ld, unsigned char *tile) {
-#pragma unroll
-    for (int i = 0; i < L::GROUPS; i++) {
-        int r, k;
-        L::at(i, r, k);
-        uint2 p[3];
-        ld.planes(i, p);
-        const int off = wg_offset<K_MAJOR>(r, k);
-#pragma unroll
-        for (int q = 0; q < 3; q++) *reinterpret_cast<uint2 *>(tile + q * WG_TILE + off) = p[q];
-    }
 }
 
 /* A block of an operand given as planes (ps elements apart, laid out as the fp32 with leading
@@ -186,7 +180,7 @@ struct WgOperand {
         else ld.load(f, ldm, r0, rows, k0, k_end, vec);
     }
     __device__ __forceinline__ void finish(unsigned char *tile) const {
-        if constexpr (!PL) wg_store<K_MAJOR>(ld, tile);
+        if constexpr (!PL) ld.store(tile, WG_TILE, [](int r, int k) { return wg_offset<K_MAJOR>(r, k); });
     }
 };
 
@@ -271,19 +265,12 @@ struct MsPlane {
     static constexpr int SIZE = K_CONTIG ? R * KPITCH : MS_BK * (R + 8);
 };
 
+/* The loaded block, split, into the three planes of one operand. */
 template <int R, bool K_CONTIG, class L>
 __device__ __forceinline__ void ms_store(const L &ld, __nv_bfloat16 *planes) {
     typedef MsPlane<R, K_CONTIG> P;
-#pragma unroll
-    for (int i = 0; i < L::GROUPS; i++) {
-        int r, k;
-        L::at(i, r, k);
-        uint2 p[3];
-        ld.planes(i, p);
-        const int off = K_CONTIG ? r * P::PITCH + k : k * P::PITCH + r;
-#pragma unroll
-        for (int q = 0; q < 3; q++) *reinterpret_cast<uint2 *>(planes + q * P::SIZE + off) = p[q];
-    }
+    ld.store(reinterpret_cast<unsigned char *>(planes), P::SIZE * 2,
+             [](int r, int k) { return 2 * (K_CONTIG ? r * P::PITCH + k : k * P::PITCH + r); });
 }
 
 /* A fragment (m16 x k16) at (m, kk) of a plane; B fragments of two n8 tiles (n16 x k16) at (n, kk). */
