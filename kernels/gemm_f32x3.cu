@@ -5,7 +5,8 @@
  * memory; then the six plane products of the block.
  *  - Hopper (sm_90a): a 128 x 128 tile, two warpgroups of m64n128k16 wgmma reading 128-byte
  *    swizzled planes; two shared-memory stages, so the split and store of K block t + 1 run while
- *    the tensor cores work on block t.
+ *    the tensor cores work on block t; persistent, one block an SM, the K blocks of its tiles in
+ *    one stream.
  *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
  *    fragments, one stage.
  */
@@ -112,9 +113,9 @@ struct Out {
     }
 };
 
-__device__ __forceinline__ Out out_of(float *C, float *parts, int M, int N, float alpha, float beta) {
-    const bool split = gridDim.z > 1;
-    return Out{split ? parts + (size_t)blockIdx.z * M * N : C, M, N, alpha, beta, !split && beta != 0.0f};
+/* Chunk z's destination: C itself, or (split) its partial. */
+__device__ __forceinline__ Out out_of(float *C, float *parts, int M, int N, float alpha, float beta, int z, bool split) {
+    return Out{split ? parts + (size_t)z * M * N : C, M, N, alpha, beta, !split && beta != 0.0f};
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -184,18 +185,31 @@ struct WgOperand {
     }
 };
 
-/* A_T: A stored (K, M); B_T: B stored (N, K); A_PL, B_PL: read that operand's planes. Grid (N
- * tiles, M tiles, chunks), WG_SMEM bytes. */
+/* The work of one block of the Hopper kernel: output tile (m0, n0) over K chunk [k_begin, k_end),
+ * from item i = (chunk * m_tiles + m_tile) * n_tiles + n_tile (neighbours share A's rows). */
+struct WgItem {
+    int m0, n0, z, k_begin, k_end;
+    __device__ __forceinline__ WgItem(int i, int n_tiles, int m_tiles, int kc, int K) {
+        const int nt = i % n_tiles, rest = i / n_tiles;
+        m0 = (rest % m_tiles) * WG_BM, n0 = nt * TILE_N, z = rest / m_tiles;
+        k_begin = z * kc, k_end = min(K, k_begin + kc);
+    }
+};
+
+/* A_T: A stored (K, M); B_T: B stored (N, K); A_PL, B_PL: read that operand's planes. Persistent:
+ * block b takes items b, b + gridDim.x, ...; their K blocks form one stream through the two
+ * stages, so the next item's first block loads while this one's last multiplies and its results
+ * go out. WG_SMEM bytes. */
 template <bool A_T, bool B_T, bool A_PL, bool B_PL>
 __global__ void __launch_bounds__(THREADS, 1)
-    gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const float *__restrict__ B,
-                           float *C, float alpha, float beta, float *__restrict__ parts, bool vec_a, bool vec_b,
-                           const uint16_t *__restrict__ pa_, long ps_a, const uint16_t *__restrict__ pb_, long ps_b) {
+    gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, int n_tiles, int m_tiles, int chunks,
+                           const float *__restrict__ A, const float *__restrict__ B, float *C, float alpha, float beta,
+                           float *__restrict__ parts, bool vec_a, bool vec_b, const uint16_t *__restrict__ pa_,
+                           long ps_a, const uint16_t *__restrict__ pb_, long ps_b) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
-    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * WG_BM, z = blockIdx.z;
-    const int k_begin = z * kc, k_end = min(K, k_begin + kc);
+    const int items = n_tiles * m_tiles * chunks;
     const long lda = A_T ? M : K, ldb = B_T ? K : N;
     const int w = threadIdx.x >> 7;
     /* descriptors: K-major planes step 32 bytes a k16, MN-major 2048 (in 16-byte units) */
@@ -206,12 +220,21 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
     WgOperand<WG_BM, !A_T, A_PL> oa;
     WgOperand<TILE_N, B_T, B_PL> ob;
-    oa.begin(A, pa_, ps_a, lda, m0, M, k_begin, k_end, vec_a, smem);
-    ob.begin(B, pb_, ps_b, ldb, n0, N, k_begin, k_end, vec_b, smem + 3 * WG_TILE);
-    oa.finish(smem);
-    ob.finish(smem + 3 * WG_TILE);
-    mok_cp_async_commit();
-    for (int k0 = k_begin, t = 0; k0 < k_end; k0 += WG_BK, t++) {
+    /* K block k0 of item `it` into stage s */
+    auto fill = [&](const WgItem &it, int k0, int s) {
+        unsigned char *st = smem + s * WG_STAGE;
+        oa.begin(A, pa_, ps_a, lda, it.m0, M, k0, it.k_end, vec_a, st);
+        ob.begin(B, pb_, ps_b, ldb, it.n0, N, k0, it.k_end, vec_b, st + 3 * WG_TILE);
+        oa.finish(st);
+        ob.finish(st + 3 * WG_TILE);
+        mok_cp_async_commit();
+    };
+    int i = blockIdx.x;
+    if (i >= items) return;
+    WgItem cur(i, n_tiles, m_tiles, kc, K);
+    int k0 = cur.k_begin;
+    fill(cur, k0, 0);
+    for (int t = 0;; t++) {
         unsigned char *st = smem + (t & 1) * WG_STAGE;
         asm volatile("cp.async.wait_group 0;" ::: "memory");          /* this thread's copies of the block */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the planes, to the tensor cores */
@@ -228,23 +251,31 @@ __global__ void __launch_bounds__(THREADS, 1)
                 mok_wgmma_m64n128k16<A_T, !B_T>(acc, da + step_a * kk, db + step_b * kk);
         }
         mok_wgmma_commit();
-        if (k0 + WG_BK < k_end) { /* the next block into the other stage while the products run */
-            unsigned char *nx = smem + ((t + 1) & 1) * WG_STAGE;
-            oa.begin(A, pa_, ps_a, lda, m0, M, k0 + WG_BK, k_end, vec_a, nx);
-            ob.begin(B, pb_, ps_b, ldb, n0, N, k0 + WG_BK, k_end, vec_b, nx + 3 * WG_TILE);
-            oa.finish(nx);
-            ob.finish(nx + 3 * WG_TILE);
-            mok_cp_async_commit();
-        }
+        /* the next K block (this item's, or the next item's first) into the other stage while the
+         * products run */
+        const bool last = k0 + WG_BK >= cur.k_end;
+        const int i_next = last ? i + (int)gridDim.x : i;
+        const bool more = i_next < items;
+        const WgItem nxt = last && more ? WgItem(i_next, n_tiles, m_tiles, kc, K) : cur;
+        const int k_next = last ? nxt.k_begin : k0 + WG_BK;
+        if (more) fill(nxt, k_next, (t + 1) & 1);
         mok_wgmma_wait<0>(); /* this stage is free once both warpgroups pass the next barrier */
         mok_fence_acc(acc);
-    }
-    /* d[4i + e]: row 16 (warp % 4) + lane / 4 + 8 (e >= 2), column 8i + 2 (lane % 4) + (e & 1) */
-    const int lane = threadIdx.x & 31, row = m0 + 64 * w + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
-    int rows[64], cols[64];
+        if (last) {
+            /* d[4i + e]: row 16 (warp % 4) + lane / 4 + 8 (e >= 2), column 8i + 2 (lane % 4) + (e & 1) */
+            const int lane = threadIdx.x & 31, row = cur.m0 + 64 * w + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
+            int rows[64], cols[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) rows[i] = row + 8 * ((i & 3) >> 1), cols[i] = n0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-    out_of(C, parts, M, N, alpha, beta).put(rows, cols, acc);
+            for (int e = 0; e < 64; e++)
+                rows[e] = row + 8 * ((e & 3) >> 1), cols[e] = cur.n0 + 8 * (e >> 2) + 2 * (lane & 3) + (e & 1);
+            out_of(C, parts, M, N, alpha, beta, cur.z, chunks > 1).put(rows, cols, acc);
+#pragma unroll
+            for (int e = 0; e < 64; e++) acc[e] = 0.0f;
+            mok_fence_acc(acc);
+        }
+        if (!more) break;
+        i = i_next, cur = nxt, k0 = k_next;
+    }
 #else
     asm volatile("trap;");
 #endif
@@ -348,7 +379,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         rows[i] = m0 + wm + 16 * mt + g + 8 * (e >> 1), cols[i] = n0 + wn + 8 * nt + t2 + (e & 1);
         vals[i] = acc[mt][nt][e];
     }
-    out_of(C, parts, M, N, alpha, beta).put(rows, cols, vals);
+    out_of(C, parts, M, N, alpha, beta, blockIdx.z, gridDim.z > 1).put(rows, cols, vals);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -361,8 +392,8 @@ int chunk_len(int K, int S, int bk) { return ((K + S - 1) / S + bk - 1) / bk * b
 
 typedef void (*MmaKernel)(int, int, int, int, const float *, const float *, float *, float, float, float *, bool,
                           bool);
-typedef void (*Sm90Kernel)(int, int, int, int, const float *, const float *, float *, float, float, float *, bool,
-                           bool, const uint16_t *, long, const uint16_t *, long);
+typedef void (*Sm90Kernel)(int, int, int, int, int, int, int, const float *, const float *, float *, float, float,
+                           float *, bool, bool, const uint16_t *, long, const uint16_t *, long);
 
 /* Variant I: bit 0 trans_a, 1 trans_b, 2 A's planes, 3 B's planes. */
 template <int I> constexpr Sm90Kernel sm90_variant() {
@@ -417,8 +448,7 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
     /* chunks cut at multiples of the wgmma K block, so both kernels sum the same partials */
     const int kc = K > 0 ? chunk_len(K, S < 1 ? 1 : S, WG_BK) : WG_BK;
     const int chunks = K > 0 ? (K + kc - 1) / kc : 1;
-    const int bm = wg ? WG_BM : MS_BM;
-    const dim3 grid((unsigned)((N + TILE_N - 1) / TILE_N), (unsigned)((M + bm - 1) / bm), (unsigned)chunks);
+    const int bm = wg ? WG_BM : MS_BM, n_tiles = (N + TILE_N - 1) / TILE_N, m_tiles = (M + bm - 1) / bm;
     const long lda = trans_a ? M : K, ldb = trans_b ? K : N;
     const int v = (trans_a ? 1 : 0) | (trans_b ? 2 : 0);
     if (wg) {
@@ -429,11 +459,17 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
         const bool vb = pb ? ldb % 8 == 0 && B.plane_stride % 8 == 0 && aligned(B.planes, 16)
                            : ldb % 4 == 0 && aligned(B.f32, 16);
         const Sm90Kernel k = sm90_kernels[v | (pa ? 4 : 0) | (pb ? 8 : 0)];
+        int dev = 0, sms = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        const long items = (long)n_tiles * m_tiles * chunks;
         cudaCheck(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-        k<<<grid, THREADS, WG_SMEM, stream>>>(M, N, K, kc, A.f32, B.f32, C, alpha, beta, scratch, va, vb, A.planes,
-                                              A.plane_stride, B.planes, B.plane_stride);
+        k<<<(unsigned)(items < sms ? items : sms), THREADS, WG_SMEM, stream>>>(
+            M, N, K, kc, n_tiles, m_tiles, chunks, A.f32, B.f32, C, alpha, beta, scratch, va, vb, A.planes,
+            A.plane_stride, B.planes, B.plane_stride);
     } else {
         const bool va = lda % 4 == 0 && aligned(A.f32, 16), vb = ldb % 4 == 0 && aligned(B.f32, 16);
+        const dim3 grid((unsigned)n_tiles, (unsigned)m_tiles, (unsigned)chunks);
         mma_kernels[v]<<<grid, THREADS, 0, stream>>>(M, N, K, kc, A.f32, B.f32, C, alpha, beta, scratch, va, vb);
     }
     cudaCheckLaunch();

@@ -240,14 +240,16 @@ static void test_gemm_f32x3(void) {
     if (!gpu_test_begin()) return;
     /* ta, tb, M, N, K, S: the router's three GEMMs scaled down (logits 0/0, weight gradient 1/0,
      * dx 0/1), the fourth layout, sizes off every tile and vector edge, chunks that do not divide
-     * K; on the mma.sync kernel, and on the wgmma one where this GPU has it */
+     * K, more tiles than an H200 has SMs (the persistent kernel's blocks take several); on the
+     * mma.sync kernel, and on the wgmma one where this GPU has it */
     const int cases[][6] = {{0, 0, 512, 64, 1024, 1}, {0, 0, 512, 64, 1024, 3}, {1, 0, 256, 48, 1000, 1},
                             {1, 0, 256, 48, 1000, 4}, {0, 1, 300, 256, 130, 1}, {0, 1, 300, 256, 520, 2},
                             {1, 1, 37, 23, 777, 1},   {1, 1, 37, 23, 777, 5},   {0, 0, 5, 3, 129, 1},
-                            {0, 1, 64, 40, 4099, 11}, {1, 0, 130, 130, 33, 1},  {0, 0, 1, 1, 1, 1}};
+                            {0, 1, 64, 40, 4099, 11}, {1, 0, 130, 130, 33, 1},  {0, 0, 1, 1, 1, 1},
+                            {0, 1, 4096, 640, 100, 1}, {1, 0, 1536, 1280, 320, 2}};
     const int impls[2] = {GEMM_F32X3_MMA, GEMM_F32X3_WGMMA};
     for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
-        for (int i = 0; i < 12; i++) {
+        for (int i = 0; i < 14; i++) {
             const int *c = cases[i];
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
