@@ -57,10 +57,10 @@ __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u 
  * bits. The logistic function takes the fast exponential (ex2.approx; a few ulp) and an IEEE
  * reciprocal: the megakernel's epilogues spend their time in this arithmetic, and every result
  * is rounded to bf16 next. */
-__device__ __forceinline__ float sigmoid_f32(float x) { return __frcp_rn(1.0f + __expf(-x)); }
-__device__ __forceinline__ float silu_mul_f32(float g, float u) { return g * sigmoid_f32(g) * u; }
+__device__ __forceinline__ float swiglu_sigmoid(float x) { return __frcp_rn(1.0f + __expf(-x)); }
+__device__ __forceinline__ float silu_mul_f32(float g, float u) { return g * swiglu_sigmoid(g) * u; }
 __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, float &dg, float &du) {
-    const float s = sigmoid_f32(g);
+    const float s = swiglu_sigmoid(g);
     dg = d * u * (s + g * s * (1.0f - s));
     du = d * g * s;
 }

@@ -1,24 +1,30 @@
 /*
- * fp32 GEMMs on bf16 tensor cores (gemm_f32x3.h). Both kernels read the fp32 operands a K block
- * ahead into registers (float4 where aligned and inside, else element by element, zeros outside),
- * split each value in three bf16 terms by integer arithmetic and store the three planes to shared
- * memory; then the six plane products of the block.
+ * fp32 GEMMs on bf16 tensor cores (gemm_f32x3.h). Both kernels read the fp32 operands into
+ * registers (float4 where aligned and inside, else element by element, zeros outside), split each
+ * value in three bf16 terms by integer arithmetic and store the three planes to shared memory;
+ * then the six plane products of the K block.
  *  - Hopper (sm_90a): a 128 x 128 tile, two warpgroups of m64n128k16 wgmma reading 128-byte
  *    swizzled planes; two shared-memory stages, so the split and store of K block t + 1 run while
  *    the tensor cores work on block t; persistent, one block an SM, the K blocks of its tiles in
  *    one stream.
+ *    Operands given as planes are copied (cp.async) instead of read and split.
  *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
- *    fragments, one stage.
+ *    fragments, one stage, the next K block in registers meanwhile; fp32 operands only.
  */
 #include "gemm_f32x3.h"
 
 #include <cuda_bf16.h>
+#include <limits.h>
 
 #include "device_util.cuh"
 #include "mok/mok.h"
 #include "mok/tile_mma.cuh"
 #include "mok/tile_wgmma.cuh"
 #include "reduce.h"
+
+extern "C" {
+#include "../src/common.h" /* mokc_die */
+}
 
 namespace {
 
@@ -174,14 +180,14 @@ __device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long 
  * planes copied (PL: begin only). */
 template <int R, bool K_MAJOR, bool PL>
 struct WgOperand {
-    Loader<R, WG_BK, K_MAJOR> ld;
+    Loader<R, WG_BK, K_MAJOR> regs;
     __device__ __forceinline__ void begin(const float *f, const uint16_t *pl, long ps, long ldm, int r0, int rows,
                                           int k0, int k_end, bool vec, unsigned char *tile) {
         if constexpr (PL) wg_copy_planes<R, K_MAJOR>(pl, ps, ldm, r0, rows, k0, k_end, vec, tile);
-        else ld.load(f, ldm, r0, rows, k0, k_end, vec);
+        else regs.load(f, ldm, r0, rows, k0, k_end, vec);
     }
     __device__ __forceinline__ void finish(unsigned char *tile) const {
-        if constexpr (!PL) ld.store(tile, WG_TILE, [](int r, int k) { return wg_offset<K_MAJOR>(r, k); });
+        if constexpr (!PL) regs.store(tile, WG_TILE, [](int r, int k) { return wg_offset<K_MAJOR>(r, k); });
     }
 };
 
@@ -204,8 +210,8 @@ template <bool A_T, bool B_T, bool A_PL, bool B_PL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, int n_tiles, int m_tiles, int chunks,
                            const float *__restrict__ A, const float *__restrict__ B, float *C, float alpha, float beta,
-                           float *__restrict__ parts, bool vec_a, bool vec_b, const uint16_t *__restrict__ pa_,
-                           long ps_a, const uint16_t *__restrict__ pb_, long ps_b) {
+                           float *__restrict__ parts, bool vec_a, bool vec_b, const uint16_t *__restrict__ planes_a,
+                           long ps_a, const uint16_t *__restrict__ planes_b, long ps_b) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
@@ -223,8 +229,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* K block k0 of item `it` into stage s */
     auto fill = [&](const WgItem &it, int k0, int s) {
         unsigned char *st = smem + s * WG_STAGE;
-        oa.begin(A, pa_, ps_a, lda, it.m0, M, k0, it.k_end, vec_a, st);
-        ob.begin(B, pb_, ps_b, ldb, it.n0, N, k0, it.k_end, vec_b, st + 3 * WG_TILE);
+        oa.begin(A, planes_a, ps_a, lda, it.m0, M, k0, it.k_end, vec_a, st);
+        ob.begin(B, planes_b, ps_b, ldb, it.n0, N, k0, it.k_end, vec_b, st + 3 * WG_TILE);
         oa.finish(st);
         ob.finish(st + 3 * WG_TILE);
         mok_cp_async_commit();
@@ -241,11 +247,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         __syncthreads();
         mok_wgmma_fence();
         /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h */
-        const int pa[6] = {2, 1, 1, 0, 0, 0}, pb[6] = {0, 1, 0, 2, 1, 0};
+        const int plane_a[6] = {2, 1, 1, 0, 0, 0}, plane_b[6] = {0, 1, 0, 2, 1, 0};
 #pragma unroll
         for (int q = 0; q < 6; q++) {
-            const uint64_t da = mok_wgmma_desc(st + pa[q] * WG_TILE + w * WG_PANEL, lbo_a, 1024);
-            const uint64_t db = mok_wgmma_desc(st + (3 + pb[q]) * WG_TILE, lbo_b, 1024);
+            const uint64_t da = mok_wgmma_desc(st + plane_a[q] * WG_TILE + w * WG_PANEL, lbo_a, 1024);
+            const uint64_t db = mok_wgmma_desc(st + (3 + plane_b[q]) * WG_TILE, lbo_b, 1024);
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 16; kk++)
                 mok_wgmma_m64n128k16<A_T, !B_T>(acc, da + step_a * kk, db + step_b * kk);
@@ -325,7 +331,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     typedef MsPlane<MS_BM, !A_T> PA;
     typedef MsPlane<TILE_N, B_T> PB;
     __shared__ __align__(16) __nv_bfloat16 sa[3 * PA::SIZE], sb[3 * PB::SIZE];
-    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * MS_BM, z = blockIdx.z;
+    const int m0 = blockIdx.x * MS_BM, n0 = blockIdx.y * TILE_N, z = blockIdx.z; /* M tiles on x: many */
     const int k_begin = z * kc, k_end = min(K, k_begin + kc);
     const long lda = A_T ? M : K, ldb = B_T ? K : N;
     const int warp = threadIdx.x >> 5, wm = (warp >> 2) * 32, wn = (warp & 3) * 32;
@@ -451,6 +457,9 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
     const int bm = wg ? WG_BM : MS_BM, n_tiles = (N + TILE_N - 1) / TILE_N, m_tiles = (M + bm - 1) / bm;
     const long lda = trans_a ? M : K, ldb = trans_b ? K : N;
     const int v = (trans_a ? 1 : 0) | (trans_b ? 2 : 0);
+    if ((long)n_tiles * m_tiles * chunks > INT_MAX || n_tiles > 65535 || chunks > 65535) /* the grids' limits */
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: a %d x %d output in %d chunks is too large (internal)", M, N,
+                 chunks);
     if (wg) {
         /* planes: 16-byte chunks of 8 elements where the layout allows, else element by element */
         const bool pa = A.planes != NULL, pb = B.planes != NULL;
@@ -469,7 +478,7 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
             A.plane_stride, B.planes, B.plane_stride);
     } else {
         const bool va = lda % 4 == 0 && aligned(A.f32, 16), vb = ldb % 4 == 0 && aligned(B.f32, 16);
-        const dim3 grid((unsigned)n_tiles, (unsigned)m_tiles, (unsigned)chunks);
+        const dim3 grid((unsigned)m_tiles, (unsigned)n_tiles, (unsigned)chunks);
         mma_kernels[v]<<<grid, THREADS, 0, stream>>>(M, N, K, kc, A.f32, B.f32, C, alpha, beta, scratch, va, vb);
     }
     cudaCheckLaunch();

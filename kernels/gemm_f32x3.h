@@ -3,13 +3,16 @@
  * GEMMs ran on the CUDA cores at about 30 TFLOP/s; six bf16 products on the tensor cores are
  * faster (2026-11-30 (s4) in docs/perf-notes.md).
  *
- * Each fp32 operand element x is split in three bf16 terms, x = h + m + l exactly (h = bf16(x),
- * m = bf16(x - h), l = bf16(x - h - m), rounded to nearest, ties away from zero: 8 + 8 + 8
- * significant bits cover fp32's 24), and
+ * Each fp32 operand element x is split in three bf16 terms, x = h + m + l: h = bf16(x) and
+ * m = bf16(x - h), rounded to nearest (ties away from zero), and l = x - h - m, which has at
+ * most 8 significant bits left (8 + 8 + 8 cover fp32's 24): exact for 2^-110 <= |x| < 3.39e38;
+ * below, l loses what falls under bf16's smallest step (an error under 2^-133); above, and for
+ * infinities, h is infinite and the results NaN (the router stops on non-finite scores). Then
  *   a b = a_l b_h + a_m b_m + a_m b_h + a_h b_l + a_h b_m + a_h b_h
- * (the three dropped terms are below 2^-24 of a b), each product exact in the tensor core's fp32
- * accumulator, added in that order at every k step. Errors are those of an fp32 GEMM. Values of
- * magnitude above 3.39e38 round to infinity in h (their fp32 products overflow anyway).
+ * (each dropped term at most 2^-24 of a b); each bf16 product is exact, and the tensor cores add
+ * them into fp32 accumulators in that order, per 16-wide k step (mma.sync) or per 64-wide K
+ * block (wgmma). Errors are about those of an fp32 GEMM (the tensor cores' fp32 additions may
+ * truncate where IEEE rounds: measure before relying on the last bits).
  *
  * C (M, N) = alpha op(A) op(B) + beta C, row-major as gemm.h's gemm_rm: op(A) is (M, K), A stored
  * (M, K), or (K, M) when trans_a; op(B) is (K, N), B stored (K, N), or (N, K) when trans_b. No
@@ -31,8 +34,8 @@ extern "C" {
 /* An operand: its fp32 values, and optionally their three bf16 planes from gpu_split_f32x3 (h,
  * m, l at planes + {0, 1, 2} plane_stride, each laid out as the fp32 matrix). The planes hold the
  * split the kernels would make, so the results are the same bits with or without them; the
- * Hopper kernel copies them instead of splitting: worth it for an operand that many blocks read
- * (the router weights, dlogits). */
+ * Hopper kernel copies them instead of splitting (worth it for an operand that many blocks read:
+ * the router weights, dlogits); the mma.sync kernel reads f32 only. */
 typedef struct {
     const float *f32;
     const bf16_t *planes;

@@ -19,12 +19,13 @@
  *    tensors' edges (the K tail, columns past I or C, rows past R_max), so any C, I that are
  *    multiples of 8 work; rows of a tile past its expert's count are computed and discarded.
  *  - epilogues stage the tile in shared memory and write whole 16-byte vectors (h, pre_gate,
- *    pre_up locally; the down rows, 256 bytes each, over NVLink to the source's window).
+ *    pre_up locally; the down rows, staged whole and sent by bulk copies of up to 512 bytes, over
+ *    NVLink to the source's window).
  *  - TMA reads rows that other blocks wrote with plain stores in the same launch (xr by the
  *    dispatch warps, h by gate/up epilogues): writers fence the async proxy before their release,
  *    the producer after its acquire.
  * The pipeline (roles, stages, staging, dispatch warps) is shared with the backward:
- * sm90_pipeline.cuh. Shared memory: 4 x (A 16 KB + B 32 KB) + 2 x 16 KB staging ≈ 225 KB.
+ * sm90_pipeline.cuh. Shared memory: 3 x (A 16 KB + B 32 KB) + 2 x 33 KB staging ≈ 211 KB.
  */
 #include "../device_util.cuh"
 #include "mok.h"

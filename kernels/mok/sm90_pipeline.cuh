@@ -55,7 +55,7 @@ static_assert(SM90_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
 /* The block's shared memory, carved from the dynamic allocation (1024-byte aligned tiles). */
 struct Sm90Smem {
     unsigned char *a, *b; /* SM90_STAGES stages each */
-    __nv_bfloat16 *stg;   /* consumer w's staging at + 64 * 128 * w */
+    __nv_bfloat16 *stg;   /* consumer w's staging at + SM90_STG_ELEMS * w */
     Sm90Bars *bars;
 };
 

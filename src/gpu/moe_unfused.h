@@ -141,7 +141,7 @@ typedef struct {
     float *logits;           /* (N, E) router logits; the backward's dlogits            */
     float *router_scratch;   /* the router GEMMs' partials and planes (moe_router.h)  */
     double *pnorm;           /* (N) */
-    double *aux_partial;     /* (ceil(N/256), E) */
+    double *aux_partial;     /* (ceil(N/MOE_AUX_CHUNK), E) */
     double *psum;            /* (E) */
     double *aux;             /* (1) */
     int *fail;               /* (1) */

@@ -6,6 +6,7 @@
  * against a double reference in one and several chunks, and the fixed-order sum of the chunks'
  * partials bit for bit.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,20 +237,63 @@ static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, flo
     free(A), free(B), free(C0), free(ref), free(other);
 }
 
+/* Exact: C = op(X) @ I and C = I @ op(X) equal op(X) bit for bit (each output adds one product of
+ * x's three planes with 1, and zeros), for X random over 60 binades, so that a plane, product,
+ * descriptor or swizzle gone wrong shows in the last bits, which the 1e-5 tolerance would not
+ * see. which: 0 puts X in A, 1 in B. planes: 3 gives both operands' planes. */
+static void f32x3_identity_case(int impl, int which, int ta, int tb, int R, int K, int S, int planes) {
+    const long rk = (long)R * K, kk = (long)K * K;
+    float *X = malloc(sizeof(float) * (size_t)rk), *I = calloc((size_t)kk, sizeof(float));
+    float *want = malloc(sizeof(float) * (size_t)rk), *got = malloc(sizeof(float) * (size_t)rk);
+    for (long i = 0; i < rk; i++) X[i] = urand() * ldexpf(1.0f, (int)(i % 61) - 30);
+    for (int i = 0; i < K; i++) I[(long)i * K + i] = 1.0f;
+    /* which 0: C (R, K) = op(A) with A = X stored (R, K) or (K, R); which 1: C (K, R) = op(B) */
+    const int xt = which == 0 ? ta : tb;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < K; k++) {
+            const float v = xt ? X[(long)k * R + r] : X[(long)r * K + k];
+            if (which == 0) want[(long)r * K + k] = v;
+            else want[(long)k * R + r] = v;
+        }
+    void *bases[2][2], *bc;
+    const GemmF32x3Operand dX = f32x3_operand(X, rk, planes & 1, 0, bases[0]);
+    const GemmF32x3Operand dI = f32x3_operand(I, kk, planes & 2, 0, bases[1]);
+    float *scratch = gpu_poisoned((size_t)S * rk * sizeof(float)), *dC = gpu_poisoned(sizeof(float) * (size_t)rk);
+    bc = dC;
+    if (which == 0) gpu_gemm_f32x3_with(impl, ta, tb, R, K, K, dX, dI, dC, 1.0f, 0.0f, S, scratch, 0);
+    else gpu_gemm_f32x3_with(impl, ta, tb, K, R, K, dI, dX, dC, 1.0f, 0.0f, S, scratch, 0);
+    gpu_download(got, dC, sizeof(float) * (size_t)rk);
+    long bad = 0;
+    for (long i = 0; i < rk; i++) bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    CHECK_MSG(bad == 0, "f32x3 %s identity %s: trans %d/%d %dx%d S %d planes %d: %ld of %ld values not exact",
+              impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", which ? "on the left" : "on the right", ta, tb, R, K, S,
+              planes, bad, rk);
+    cudaFree(bc), cudaFree(scratch);
+    for (int o = 0; o < 2; o++) cudaFree(bases[o][0]), cudaFree(bases[o][1]);
+    free(X), free(I), free(want), free(got);
+}
+
 static void test_gemm_f32x3(void) {
     if (!gpu_test_begin()) return;
     /* ta, tb, M, N, K, S: the router's three GEMMs scaled down (logits 0/0, weight gradient 1/0,
      * dx 0/1), the fourth layout, sizes off every tile and vector edge, chunks that do not divide
-     * K, more tiles than an H200 has SMs (the persistent kernel's blocks take several); on the
-     * mma.sync kernel, and on the wgmma one where this GPU has it */
+     * K, more tiles than an H200 has SMs (the persistent kernel's blocks take several), the
+     * router gradient's long K; on the mma.sync kernel, and on the wgmma one where this GPU has
+     * it. First the exact identity products. */
     const int cases[][6] = {{0, 0, 512, 64, 1024, 1}, {0, 0, 512, 64, 1024, 3}, {1, 0, 256, 48, 1000, 1},
                             {1, 0, 256, 48, 1000, 4}, {0, 1, 300, 256, 130, 1}, {0, 1, 300, 256, 520, 2},
                             {1, 1, 37, 23, 777, 1},   {1, 1, 37, 23, 777, 5},   {0, 0, 5, 3, 129, 1},
                             {0, 1, 64, 40, 4099, 11}, {1, 0, 130, 130, 33, 1},  {0, 0, 1, 1, 1, 1},
-                            {0, 1, 4096, 640, 100, 1}, {1, 0, 1536, 1280, 320, 2}};
+                            {0, 1, 4096, 640, 100, 1}, {1, 0, 1536, 1280, 320, 2}, {1, 0, 256, 128, 16384, 4}};
     const int impls[2] = {GEMM_F32X3_MMA, GEMM_F32X3_WGMMA};
     for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
-        for (int i = 0; i < 14; i++) {
+        for (int t = 0; t < 4; t++)
+            for (int which = 0; which < 2; which++) {
+                f32x3_identity_case(impls[v], which, t & 1, t >> 1, 200, 136, 1, 0);
+                f32x3_identity_case(impls[v], which, t & 1, t >> 1, 200, 136, 2, 3);
+            }
+    for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
+        for (int i = 0; i < 15; i++) {
             const int *c = cases[i];
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
