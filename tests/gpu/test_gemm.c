@@ -247,19 +247,17 @@ static void f32x3_identity_case(int impl, int which, int ta, int tb, int R, int 
     float *want = malloc(sizeof(float) * (size_t)rk), *got = malloc(sizeof(float) * (size_t)rk);
     for (long i = 0; i < rk; i++) X[i] = urand() * ldexpf(1.0f, (int)(i % 61) - 30);
     for (int i = 0; i < K; i++) I[(long)i * K + i] = 1.0f;
-    /* which 0: C (R, K) = op(A) with A = X stored (R, K) or (K, R); which 1: C (K, R) = op(B) */
-    const int xt = which == 0 ? ta : tb;
+    /* which 0: C (R, K) = op(A), A = X stored (R, K), or (K, R) when ta;
+     * which 1: C (K, R) = op(B), B = X stored (K, R), or (R, K) when tb */
     for (int r = 0; r < R; r++)
         for (int k = 0; k < K; k++) {
-            const float v = xt ? X[(long)k * R + r] : X[(long)r * K + k];
-            if (which == 0) want[(long)r * K + k] = v;
-            else want[(long)k * R + r] = v;
+            if (which == 0) want[(long)r * K + k] = ta ? X[(long)k * R + r] : X[(long)r * K + k];
+            else want[(long)k * R + r] = tb ? X[(long)r * K + k] : X[(long)k * R + r];
         }
-    void *bases[2][2], *bc;
+    void *bases[2][2];
     const GemmF32x3Operand dX = f32x3_operand(X, rk, planes & 1, 0, bases[0]);
     const GemmF32x3Operand dI = f32x3_operand(I, kk, planes & 2, 0, bases[1]);
     float *scratch = gpu_poisoned((size_t)S * rk * sizeof(float)), *dC = gpu_poisoned(sizeof(float) * (size_t)rk);
-    bc = dC;
     if (which == 0) gpu_gemm_f32x3_with(impl, ta, tb, R, K, K, dX, dI, dC, 1.0f, 0.0f, S, scratch, 0);
     else gpu_gemm_f32x3_with(impl, ta, tb, K, R, K, dI, dX, dC, 1.0f, 0.0f, S, scratch, 0);
     gpu_download(got, dC, sizeof(float) * (size_t)rk);
@@ -268,7 +266,7 @@ static void f32x3_identity_case(int impl, int which, int ta, int tb, int R, int 
     CHECK_MSG(bad == 0, "f32x3 %s identity %s: trans %d/%d %dx%d S %d planes %d: %ld of %ld values not exact",
               impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", which ? "on the left" : "on the right", ta, tb, R, K, S,
               planes, bad, rk);
-    cudaFree(bc), cudaFree(scratch);
+    cudaFree(dC), cudaFree(scratch);
     for (int o = 0; o < 2; o++) cudaFree(bases[o][0]), cudaFree(bases[o][1]);
     free(X), free(I), free(want), free(got);
 }
