@@ -1,9 +1,9 @@
 /*
  * What the Hopper flash attention kernels share (flash_attention_sm90.cu: forward,
- * flash_attention_bwd_sm90.cu: backward): wgmma m64n64k16 and m64n128k16 (bf16 in, fp32
- * accumulators), a fence that pins accumulators around them, and mbarrier waits. The
- * mbarrier, TMA and descriptor helpers are kernels/mok/tile_wgmma.cuh's. Device bodies exist in
- * sm_90a passes only (MOK_SM90); callers check MOK_SM90 too.
+ * flash_attention_bwd_sm90.cu: backward; gemm_f32x3.cu takes the m64n128k16 one too): wgmma
+ * m64n64k16 and m64n128k16 (bf16 in, fp32 accumulators), a fence that pins accumulators around
+ * them, and mbarrier waits. The mbarrier, TMA and descriptor helpers are kernels/mok/tile_wgmma.cuh's.
+ * Device bodies exist in sm_90a passes only (MOK_SM90); callers check MOK_SM90 too.
  *
  * Accumulator layout of m64nNk16 (per thread of the warpgroup, warp w = warp % 4, lane l):
  * d[4i + e] is row 16w + l/4 + 8*(e >= 2), column 8i + 2*(l%4) + (e & 1), i < N/8.

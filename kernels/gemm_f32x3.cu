@@ -17,6 +17,7 @@
 #include <limits.h>
 
 #include "device_util.cuh"
+#include "flash_sm90.cuh" /* wgmma m64n128k16 */
 #include "mok/mok.h"
 #include "mok/tile_mma.cuh"
 #include "mok/tile_wgmma.cuh"
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             const uint64_t db = mok_wgmma_desc(st + (3 + plane_b[q]) * WG_TILE, lbo_b, 1024);
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 16; kk++)
-                mok_wgmma_m64n128k16<A_T, !B_T>(acc, da + step_a * kk, db + step_b * kk);
+                flash_wgmma_ss<A_T, !B_T>(acc, da + step_a * kk, db + step_b * kk, 1);
         }
         mok_wgmma_commit();
         /* the next K block (this item's, or the next item's first) into the other stage while the
