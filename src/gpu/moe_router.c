@@ -2,15 +2,16 @@
 #include "gpu/moe_router.h"
 
 #include "../../kernels/gemm_f32x3.h"
+#include "gpu/device.h"
 
 /* The partials are sized without asking a GPU (memory plans are made on hosts without one) for
  * this many multiprocessors; a GPU with more is split as if it had this many. */
 #define ROUTER_MAX_SMS 256
 
 static int sm_count(void) {
-    int dev = 0, sms = 0;
+    int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int sms = gpu_sm_count(dev);
     return sms < ROUTER_MAX_SMS ? sms : ROUTER_MAX_SMS;
 }
 
