@@ -21,9 +21,7 @@ typedef struct {
     int trans_a, trans_b, M, N, K, accumulate;
     GemmType ta, tb, tc;
     int device;
-    uint32_t align_a, align_b, align_c; /* bytes the pointers (and batch strides) are aligned to, <= 256 */
-    int lda, ldb, ldc, batch;           /* row-major leading dimensions; problems in one launch */
-    long long stride_a, stride_b, stride_c; /* elements between batch members (batch > 1) */
+    uint32_t align_a, align_b, align_c; /* bytes the pointers are aligned to, <= 256 */
 } PlanKey;
 
 typedef struct {
@@ -59,19 +57,9 @@ static const Plan *plan_of(const PlanKey *key) {
     /* Stored shapes (column-major rows x cols; the row-major leading dimension is the column-major one). */
     int b_rows = key->trans_b ? key->K : key->N, b_cols = key->trans_b ? key->N : key->K;
     int a_rows = key->trans_a ? key->M : key->K, a_cols = key->trans_a ? key->K : key->M;
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), (uint64_t)b_rows, (uint64_t)b_cols, key->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), (uint64_t)a_rows, (uint64_t)a_cols, key->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), (uint64_t)key->N, (uint64_t)key->M, key->ldc));
-    if (key->batch > 1) {
-        const cublasLtMatrixLayout_t lay[3] = {p->la, p->lb, p->lc};
-        const int64_t stride[3] = {key->stride_a, key->stride_b, key->stride_c};
-        for (int i = 0; i < 3; i++) {
-            cublasCheck(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &key->batch,
-                                                         sizeof key->batch));
-            cublasCheck(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                         &stride[i], sizeof stride[i]));
-        }
-    }
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), (uint64_t)b_rows, (uint64_t)b_cols, b_rows));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), (uint64_t)a_rows, (uint64_t)a_cols, a_rows));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), (uint64_t)key->N, (uint64_t)key->M, key->N));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws_bytes = 0;
@@ -101,45 +89,27 @@ static const Plan *plan_of(const PlanKey *key) {
     return p;
 }
 
-/* Of the pointer and, for a batch, of every member: the stride in bytes counts too. */
-static uint32_t alignment(const void *p, long long stride_bytes) {
-    uintptr_t a = (uintptr_t)p | (uintptr_t)stride_bytes;
+static uint32_t alignment(const void *p) {
+    uintptr_t a = (uintptr_t)p;
     uint32_t align = 256;
     while (align > 1 && a % align != 0) align /= 2;
     return align;
 }
 
-static size_t type_bytes(GemmType t) { return t == GEMM_BF16 ? 2 : 4; }
-
-void gemm_rm_ld(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, int lda,
-                long long stride_a, const void *B, GemmType tb, int ldb, long long stride_b, void *C, GemmType tc,
-                int ldc, long long stride_c, int batch, float alpha, float beta) {
-    if (M == 0 || N == 0 || batch == 0) return;
-    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N || batch < 0)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_rm_ld: leading dimensions %d/%d/%d too small for %dx%dx%d (internal)",
-                 lda, ldb, ldc, M, N, K);
-    if (batch == 1) stride_a = stride_b = stride_c = 0;
+void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
+    if (M == 0 || N == 0) return;
     PlanKey key;
     memset(&key, 0, sizeof key); /* the key is compared as bytes: no stray padding */
     key.trans_a = trans_a, key.trans_b = trans_b, key.M = M, key.N = N, key.K = K, key.accumulate = beta != 0;
     key.ta = ta, key.tb = tb, key.tc = tc;
-    key.align_a = alignment(A, stride_a * (long long)type_bytes(ta));
-    key.align_b = alignment(B, stride_b * (long long)type_bytes(tb));
-    key.align_c = alignment(C, stride_c * (long long)type_bytes(tc));
-    key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.batch = batch;
-    key.stride_a = stride_a, key.stride_b = stride_b, key.stride_c = stride_c;
+    key.align_a = alignment(A), key.align_b = alignment(B), key.align_c = alignment(C);
     cudaCheck(cudaGetDevice(&key.device));
     const Plan *p = plan_of(&key);
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
     cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, C, p->lc, &p->algo, NULL, 0,
                                stream));
-}
-
-void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
-             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
-    gemm_rm_ld(h, trans_a, trans_b, M, N, K, A, ta, trans_a ? M : K, 0, B, tb, trans_b ? K : N, 0, C, tc, N, 0, 1,
-               alpha, beta);
 }
 
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,

@@ -1,8 +1,8 @@
 /*
  * Row-major GEMMs on cuBLAS: bf16 or fp32 operands, fp32 accumulation, in the layout the rest of
  * mokc uses (activations (tokens, width), weights (in, out)). cuBLAS is column-major; these
- * wrappers swap the operands so callers never think about it. Single GEMMs and gemm_rm_ld run on
- * cuBLASLt, the other batched ones on cuBLAS (the router's fp32 GEMMs are kernels/gemm_f32x3.h's).
+ * wrappers swap the operands so callers never think about it. Single GEMMs (gemm_rm) run on
+ * cuBLASLt, the batched ones on cuBLAS (the router's fp32 GEMMs are kernels/gemm_f32x3.h's).
  * Deterministic for a fixed GPU, toolkit and shape (the same algorithm every time, one
  * workspace per handle, no atomics). Not thread-safe: call from one host thread.
  */
@@ -34,12 +34,5 @@ void gemm_rm_strided(cublasHandle_t h, int trans_a, int trans_b, int M, int N, i
 void gemm_rm_batched(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *const *A,
                      GemmType ta, int lda, const void *const *B, GemmType tb, int ldb, void *const *C, GemmType tc,
                      int ldc, int batch, float alpha, float beta);
-
-/* gemm_rm with explicit leading dimensions (row-major: elements between consecutive rows of the
- * stored A, B, C) and `batch` problems at fixed element strides (unused when batch == 1), on
- * cuBLASLt with a cached plan: the whole batch is one launch. */
-void gemm_rm_ld(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, int lda,
-                long long stride_a, const void *B, GemmType tb, int ldb, long long stride_b, void *C, GemmType tc,
-                int ldc, long long stride_c, int batch, float alpha, float beta);
 
 #endif
