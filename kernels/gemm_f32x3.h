@@ -11,8 +11,8 @@
  *   a b = a_l b_h + a_m b_m + a_m b_h + a_h b_l + a_h b_m + a_h b_h
  * (each dropped term at most 2^-24 of a b); each bf16 product is exact, and the tensor cores add
  * them into fp32 accumulators in that order, per 16-wide k step (mma.sync) or per 64-wide K
- * block (wgmma). Errors are about those of an fp32 GEMM (the tensor cores' fp32 additions may
- * truncate where IEEE rounds: measure before relying on the last bits).
+ * block (wgmma). The tensor cores' fp32 additions truncate, so every 256 of K the accumulators
+ * are added into a second set in IEEE arithmetic: errors stay about those of an fp32 GEMM.
  *
  * C (M, N) = alpha op(A) op(B) + beta C, row-major as gemm.h's gemm_rm: op(A) is (M, K), A stored
  * (M, K), or (K, M) when trans_a; op(B) is (K, N), B stored (K, N), or (N, K) when trans_b. No

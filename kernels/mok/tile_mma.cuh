@@ -135,6 +135,7 @@ __device__ __forceinline__ void mok_cp_async16(void *smem, const void *gmem, boo
 }
 __device__ __forceinline__ void mok_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void mok_cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void mok_cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void mok_ldmatrix_x4(uint32_t (&r)[4], const void *smem) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
