@@ -54,10 +54,17 @@ __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u 
 
 /* SwiGLU of one element, forward (h = silu(g) * u) and backward (dg, du from dh = d), all fp32.
  * kernels/swiglu.cu and the megakernel share them, so the unfused and fused layers give the same
- * bits. The logistic function takes the fast exponential (ex2.approx; a few ulp) and an IEEE
- * reciprocal: the megakernel's epilogues spend their time in this arithmetic, and every result
- * is rounded to bf16 next. */
-__device__ __forceinline__ float swiglu_sigmoid(float x) { return __frcp_rn(1.0f + __expf(-x)); }
+ * bits. The logistic function is one MUFU.EX2 and one MUFU.RCP (approximate, flushing subnormals:
+ * a few ulp, and every result is rounded to bf16 next): an IEEE reciprocal (or a non-ftz
+ * exponential) adds a branch per element, which keeps the compiler from overlapping elements; in
+ * the backward's dgrad epilogue that cost ~ 20 us a task (2026-11-30 (s5), docs/perf-notes.md).
+ * x -> +inf gives 1, x -> -inf gives 1 / inf = 0. */
+__device__ __forceinline__ float swiglu_sigmoid(float x) {
+    float e, s;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f)); /* exp(-x) */
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
+    return s;
+}
 __device__ __forceinline__ float silu_mul_f32(float g, float u) { return g * swiglu_sigmoid(g) * u; }
 __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, float &dg, float &du) {
     const float s = swiglu_sigmoid(g);
