@@ -143,6 +143,7 @@ typedef struct {
  * the producer: [MOK_TRACE_PRODUCER + kind] waiting on the protocol's counters. */
 #define MOK_TRACE_SLOTS 32
 #define MOK_TRACE_PRODUCER 13 /* the producer's 4 slots follow the consumer's 13 */
+#define MOK_TRACE_DGRAD_EPI 17 /* the dgrad epilogue's sections: stage, SwiGLU, stores, release */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

@@ -11,6 +11,7 @@
  */
 #include "../device_util.cuh"
 #include "sm90_pipeline.cuh"
+#include "tile_mma.cuh" /* cp.async */
 
 
 /* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: 64 columns x 64 K
@@ -153,51 +154,79 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
 }
 
 /* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
- * part into the staging (chunks 0-7 and 8-15, coalesced loads), dh (fp32, in acc) through the
- * SwiGLU backward in place there (each thread rewrites the pairs it read), then dpg and dpu out;
- * then the signal. acc is only read: wgmma accumulators written outside the MMAs serialize every
+ * part into the staging (chunks 0-7 and 8-15, by cp.async, the next part's in flight), dh (fp32,
+ * in acc) through the SwiGLU backward in place there (each thread rewrites the pairs it read),
+ * then dpg and dpu out; then the signal. acc is only read: wgmma accumulators written outside the MMAs serialize every
  * wgmma of the kernel (ptxas C7520), and loading the saved values into registers spills. */
-__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128], __nv_bfloat16 *stg,
-                                                    int w, int mt, int nt) {
+__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128], __nv_bfloat16 *stg_base,
+                                                    int w, int mt, int nt, unsigned long long *tr) {
+    /* tr (the traced build's timekeeper only): the sections' times, MOK_TRACE_DGRAD_EPI + 0..3 */
+    long long ts = tr ? mok_globaltimer() : 0;
+    auto lap = [&](int slot) {
+        if (!tr) return;
+        const long long now = mok_globaltimer();
+        tr[MOK_TRACE_DGRAD_EPI + slot] += now - ts;
+        ts = now;
+    };
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);
     r0 += 64 * w;
     nrows -= 64 * w;
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
     sm90_staging_acquire(w);
+    static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
+    /* part q's saved values by cp.async (zeros outside) into half q & 1 of the staging (a half
+     * tile uses half of it): part q + 1's copies fly while part q is computed and stored */
+    auto fetch = [&](int q) {
+        const int c0 = nt * 256 + 64 * q;
+        __nv_bfloat16 *buf = stg_base + (q & 1) * 64 * 128;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int v = tid + 128 * j, r = v >> 4, c = v & 15, col = c0 + 8 * (c & 7);
+            const bool in = r < nrows && col < p.I;
+            const bf16_t *src = c < 8 ? p.pre_gate : p.pre_up;
+            mok_cp_async16(sm90_stg_at(buf, r, c), in ? src + (size_t)(r0 + r) * p.I + col : src, in);
+        }
+        mok_cp_async_commit();
+    };
+    fetch(0);
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         const int col0 = nt * 256 + 64 * part;
         if (col0 >= p.I) break;
-        int4 val[8]; /* all of a thread's loads in flight at once: one latency, not eight */
+        mok_cp_async_wait0();
+        sm90_named_sync(2 + w, 128);
+        if (part + 1 < 4 && col0 + 64 < p.I) fetch(part + 1);
+        __nv_bfloat16 *stg = stg_base + (part & 1) * 64 * 128;
+        lap(0);
+        /* two chunks at a time: their loads first, then the arithmetic of both (the
+         * compiler keeps a load after an earlier store to the same staging) */
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int v = tid + 128 * j, r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
-            val[j] = make_int4(0, 0, 0, 0);
-            if (r < nrows && col < p.I)
-                val[j] = *reinterpret_cast<const int4 *>((c < 8 ? p.pre_gate : p.pre_up) + (size_t)(r0 + r) * p.I + col);
-        }
+        for (int i0 = 0; i0 < 8; i0 += 2) {
+            __nv_bfloat162 g[2][2], u[2][2];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int v = tid + 128 * j;
-            *reinterpret_cast<int4 *>(sm90_stg_at(stg, v >> 4, v & 15)) = val[j];
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int r = ra + 8 * half;
+                    g[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(stg, r, i0 + i) + t2);
+                    u[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i0 + i) + t2);
+                }
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int a = 4 * (8 * part + i0 + i) + 2 * half, r = ra + 8 * half;
+                    float dg0, du0, dg1, du1;
+                    swiglu_backward_f32(acc[a], __low2float(g[i][half]), __low2float(u[i][half]), dg0, du0);
+                    swiglu_backward_f32(acc[a + 1], __high2float(g[i][half]), __high2float(u[i][half]), dg1, du1);
+                    *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, i0 + i) + t2) = __floats2bfloat162_rn(dg0, dg1);
+                    *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i0 + i) + t2) =
+                        __floats2bfloat162_rn(du0, du1);
+                }
         }
         sm90_named_sync(2 + w, 128);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int half = 0; half < 2; half++) {
-                const int a = 4 * (8 * part + i) + 2 * half, r = ra + 8 * half;
-                __nv_bfloat162 *pg = reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, i) + t2);
-                __nv_bfloat162 *pu = reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i) + t2);
-                const __nv_bfloat162 g = *pg, u = *pu;
-                float dg0, du0, dg1, du1;
-                swiglu_backward_f32(acc[a], __low2float(g), __low2float(u), dg0, du0);
-                swiglu_backward_f32(acc[a + 1], __high2float(g), __high2float(u), dg1, du1);
-                *pg = __floats2bfloat162_rn(dg0, dg1);
-                *pu = __floats2bfloat162_rn(du0, du1);
-            }
-        sm90_named_sync(2 + w, 128);
+        lap(1);
         for (int v = tid; v < 64 * 16; v += 128) {
             const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
             if (r >= nrows || col >= p.I) continue;
@@ -205,6 +234,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                 *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
         }
         sm90_named_sync(2 + w, 128);
+        lap(2);
     }
     mok_fence_proxy_async_global(); /* dpg, dpu are read by TMA in the dx and wgu tasks */
     sm90_named_sync(2 + w, 128);
@@ -212,6 +242,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         __threadfence();
         mok_red_release(p.dpg_done + mt, 1u);
     }
+    lap(3);
 }
 
 /* Weight-gradient epilogue of consumer w: g[m][col(c)] (+)= acc for rows m = m0 + (its 64 rows) < M
@@ -272,7 +303,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             sm90_mma<0, 0>(acc, wd, sm, sr, w, k.kind == BWD_DGRAD ? KBc : 2 * KBi, 64, t);
             if (lead) t2 = mok_globaltimer();
             if (k.kind == BWD_DGRAD) {
-                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni);
+                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, lead ? trace : nullptr);
             } else {
                 int el, r0, nrows;
                 mok_tile_rows(p, k.idx, el, r0, nrows);
@@ -302,8 +333,11 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             trace[3 + 3 * k.kind] += t0 - t2;
         }
     }
-    if (lead)
+    if (lead) {
         for (int i = 0; i < MOK_TRACE_PRODUCER; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
+        for (int i = MOK_TRACE_DGRAD_EPI; i < MOK_TRACE_DGRAD_EPI + 4; i++)
+            p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
+    }
 }
 
 /* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */

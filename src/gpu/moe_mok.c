@@ -408,6 +408,10 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
                 kinds[k], s[1 + 3 * k], s[2 + 3 * k] / G * 1e-6, s[2 + 3 * k] / n * 1e-3, s[3 + 3 * k] / G * 1e-6,
                 s[3 + 3 * k] / n * 1e-3, s[MOK_TRACE_PRODUCER + k] / G * 1e-6);
     }
+    const double nd = s[1] > 0 ? s[1] : 1;
+    fprintf(stderr, "  dgrad epilogue, us/task: staging %.2f  SwiGLU %.2f  stores %.2f  release %.2f\n",
+            s[MOK_TRACE_DGRAD_EPI] / nd * 1e-3, s[MOK_TRACE_DGRAD_EPI + 1] / nd * 1e-3,
+            s[MOK_TRACE_DGRAD_EPI + 2] / nd * 1e-3, s[MOK_TRACE_DGRAD_EPI + 3] / nd * 1e-3);
     free(h);
 }
 
