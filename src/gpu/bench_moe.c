@@ -31,7 +31,8 @@ static const char *bench_help =
     "Times one MoE layer (the model and moe sections of SPEC.json) on every rank's GPU: forward and\n"
     "forward + backward, median of --iters after --warmup, the slowest rank per iteration. Prints a\n"
     "JSON line per implementation and a table. Run under mpirun with one rank per GPU; EP = all\n"
-    "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens.\n"
+    "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens. The layer\n"
+    "gets its input in fp32 and bf16, as in training.\n"
     "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
     "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch; with mok (or all)\n"
     "it also compares the megakernel's forward (y, top-k, aux loss) and, with the wgmma tile, its\n"
@@ -140,6 +141,7 @@ typedef struct {
     void *w[T_COUNT];     /* router fp32, the rest bf16 */
     float *g[T_COUNT];    /* fp32 gradients */
     float *x, *dy, *y, *dx, *bias;
+    bf16_t *x_bf16; /* x as bf16: training hands the layer both (its norm writes both) */
     MoeUnfusedActs a;
     MoeUnfusedWork work;
     size_t weight_bytes;
@@ -180,6 +182,8 @@ static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms
     cudaCheck(cudaMalloc((void **)&L->dx, nx * sizeof(float) + 16));
     cudaCheck(cudaMemsetAsync(L->dx, 0, nx * sizeof(float), s));
     gpu_moe_fill_f32(L->x, (long)nx, seed * 16 + 8, tok0 * C, 1.0f, quant ? 1.0f / 16 : 0.0f, s);
+    cudaCheck(cudaMalloc((void **)&L->x_bf16, nx * sizeof(bf16_t) + 16));
+    gpu_cast_f32_to_bf16(L->x_bf16, L->x, (long)nx, s);
     gpu_moe_fill_f32(L->dy, (long)nx, seed * 16 + 9, tok0 * C, dy_scale, 0.0f, s);
     if (skew) {
         float *h = callocCheck((size_t)E, sizeof(float));
@@ -199,6 +203,7 @@ static void layer_destroy(Layer *L) {
         cudaCheck(cudaFree(L->g[t]));
     }
     cudaCheck(cudaFree(L->x));
+    cudaCheck(cudaFree(L->x_bf16));
     cudaCheck(cudaFree(L->dy));
     cudaCheck(cudaFree(L->y));
     cudaCheck(cudaFree(L->dx));
@@ -217,7 +222,7 @@ static MoeGpuWeights layer_weights(const Layer *L) {
 
 static void layer_forward(Layer *L, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
-    moe_unfused_forward(L->y, &L->a, &L->work, L->x, NULL, &w, L->bias, L->N, s);
+    moe_unfused_forward(L->y, &L->a, &L->work, L->x, L->x_bf16, &w, L->bias, L->N, s);
 }
 
 /* Both implementations' backward runs as in the first (or only) micro-batch of a training step:
@@ -228,7 +233,7 @@ static void layer_backward(Layer *L, double daux, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], L->g[T_SGATE], L->g[T_SUP],
                      L->g[T_SDOWN], BENCH_OVERWRITE_EXPERTS};
-    moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, NULL, &w, L->N, s);
+    moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, L->x_bf16, &w, L->N, s);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -297,7 +302,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    moe_mok_forward(L->y, m, NULL, L->x, NULL, &w, L->bias, L->N, s);
+    moe_mok_forward(L->y, m, NULL, L->x, L->x_bf16, &w, L->bias, L->N, s);
     moe_mok_sync(m, s); /* a watchdog record surfaces here */
     double *t[3];
     for (int pass = 0; pass < 3; pass++) {
@@ -307,12 +312,12 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
             mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
             cudaCheck(cudaEventRecord(e0, s));
             if (pass == 0) {
-                moe_mok_forward(L->y, m, NULL, L->x, NULL, &w, L->bias, L->N, s);
+                moe_mok_forward(L->y, m, NULL, L->x, L->x_bf16, &w, L->bias, L->N, s);
             } else if (pass == 1) {
                 moe_mok_dispatch_only(m, s);
             } else {
-                moe_mok_forward(L->y, m, &sv, L->x, NULL, &w, L->bias, L->N, s);
-                moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, NULL, &w, L->N, s);
+                moe_mok_forward(L->y, m, &sv, L->x, L->x_bf16, &w, L->bias, L->N, s);
+                moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, L->x_bf16, &w, L->N, s);
             }
             cudaCheck(cudaEventRecord(e1, s));
             moe_mok_sync(m, s);
@@ -327,8 +332,8 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
         moe_mok_set_phases(m, 1);
         for (int it = 0; it < args->iters; it++) {
             mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
-            moe_mok_forward(L->y, m, &sv, L->x, NULL, &w, L->bias, L->N, s);
-            moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, NULL, &w, L->N, s);
+            moe_mok_forward(L->y, m, &sv, L->x, L->x_bf16, &w, L->bias, L->N, s);
+            moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, L->x_bf16, &w, L->N, s);
             moe_mok_phases_collect(m, sum, calls);
         }
         moe_mok_set_phases(m, 0);
