@@ -105,7 +105,7 @@ struct Loader {
  * their accumulators into a second set in IEEE arithmetic and restart them from zero. */
 constexpr int PROMOTE_K = 256;
 
-/* sum += acc; acc = 0 (the fence keeps the zeroing out of the next MMAs' reach). */
+/* sum += acc; acc = 0 (the wgmma kernel fences acc around it: mok_fence_acc). */
 template <int V>
 __device__ __forceinline__ void promote(float (&sum)[V], float (&acc)[V]) {
 #pragma unroll
@@ -340,6 +340,7 @@ __device__ __forceinline__ void frag_b(uint32_t (&b)[4], const __nv_bfloat16 *pl
     else mok_ldmatrix_x4_trans(b, plane + (kk + (lane & 7) + ((i & 1) << 3)) * PITCH + n + ((i >> 1) << 3));
 }
 
+/* One block an SM: the second accumulator set takes it to ~160 registers a thread. */
 template <bool A_T, bool B_T>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_f32x3_mma_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const float *__restrict__ B,

@@ -1,7 +1,8 @@
 /*
  * SwiGLU on the GPU: h = silu(gate) * up with silu(g) = g * sigmoid(g), elementwise, as
  * src/cpu/ops.c swiglu_forward/backward. Inputs bf16, math in fp32 (device_util.cuh's
- * silu_mul_f32 and swiglu_backward_f32, shared with the megakernel), outputs rounded to bf16. Deterministic (elementwise). n == 0 launches nothing.
+ * silu_mul_f32 and swiglu_backward_f32, shared with the megakernel), outputs rounded to bf16.
+ * Deterministic (elementwise). n == 0 launches nothing.
  *
  * Alignment: none required. When every pointer is 16-byte aligned the kernels move 8 elements per
  * access (16 bytes of bf16, 32 of fp32) and finish the tail one by one; otherwise one by one.

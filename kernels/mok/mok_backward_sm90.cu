@@ -156,10 +156,12 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
 /* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
  * part into the staging (chunks 0-7 and 8-15, by cp.async, the next part's in flight), dh (fp32,
  * in acc) through the SwiGLU backward in place there (each thread rewrites the pairs it read),
- * then dpg and dpu out; then the signal. acc is only read: wgmma accumulators written outside the MMAs serialize every
- * wgmma of the kernel (ptxas C7520), and loading the saved values into registers spills. */
-__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128], __nv_bfloat16 *stg_base,
-                                                    int w, int mt, int nt, unsigned long long *tr) {
+ * then dpg and dpu out; then the signal. acc is only read: wgmma accumulators written outside the
+ * MMAs serialize every wgmma of the kernel (ptxas C7520), and loading the saved values into
+ * registers spills. */
+__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128],
+                                                    __nv_bfloat16 *stg_base, int w, int mt, int nt,
+                                                    unsigned long long *tr) {
     /* tr (the traced build's timekeeper only): the sections' times, MOK_TRACE_DGRAD_EPI + 0..3 */
     long long ts = tr ? mok_globaltimer() : 0;
     auto lap = [&](int slot) {
@@ -189,7 +191,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         }
         mok_cp_async_commit();
     };
-    fetch(0);
+    fetch(0); /* part 0 always runs: nt < ceil(I / 256) */
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         const int col0 = nt * 256 + 64 * part;

@@ -192,8 +192,10 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[128], const Sm90Watch &wd,
 
 /* Consumer w's staging (SM90_STG_ELEMS at sm.stg + w * SM90_STG_ELEMS), used two ways. Half tiles
  * (sm90_stage): 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7) (conflict-free
- * for the accumulator's writes and the row-wise 16-byte reads). Whole rows (sm90_push_rows): 64
- * rows of 256 columns at pitch SM90_STG_PITCH, each row read by one bulk copy. */
+ * for the accumulator's writes and the row-wise 16-byte reads); a half tile fills half of the
+ * staging, and the backward's dgrad epilogue uses both halves in turn. Whole rows
+ * (sm90_push_rows): 64 rows of 256 columns at pitch SM90_STG_PITCH, each row read by one bulk
+ * copy. */
 __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r, int c) {
     return stg + r * 128 + ((c ^ (r & 7)) << 3);
 }
