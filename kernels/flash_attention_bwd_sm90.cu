@@ -396,7 +396,7 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
                         pack_bf16x2(dq[4 * i + 2 * hf] * p.scale, dq[4 * i + 2 * hf + 1] * p.scale);
             }
         }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* for the bulk copies of the slot */
+        mok_fence_proxy_async_shared(); /* for the bulk copies of the slot */
         arrive_bar(bar + offsetof(Bars, xfull) + 8 * slot);
     };
 
@@ -485,7 +485,7 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
 #pragma unroll
             for (int r = 0; r < 4; r++) /* line rl + 8(r & 1), queries 16k + 8(r >> 1) + 2qd, +1 */
                 st_shared_xor(at + 8 * 128 * (r & 1), (2 * k + (r >> 1)) << 4, da[k][r]);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+        mok_fence_proxy_async_shared(); /* visible to wgmma */
         /* for the other consumer's dQ of step s, at its step s + 1 */
         if (computes(s, 1 - w)) named_arrive(kBarReady + 2 * w + (s & 1), 256);
         mok_wgmma_fence();

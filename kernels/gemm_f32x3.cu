@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int t = 0;; t++) {
         unsigned char *st = smem + (t & 1) * WG_STAGE;
         mok_cp_async_wait0();                                         /* this thread's copies of the block */
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the planes, to the tensor cores */
+        mok_fence_proxy_async_shared(); /* the planes, to the tensor cores */
         __syncthreads();
         mok_wgmma_fence();
         /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h */

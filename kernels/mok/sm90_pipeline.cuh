@@ -154,7 +154,7 @@ __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char
         unsigned char *base = panel < 2 ? a + panel * SM90_PANEL_BYTES : b + (panel - 2) * SM90_PANEL_BYTES;
         *reinterpret_cast<int4 *>(base + line * 128 + chunk * 16) = make_int4(0, 0, 0, 0);
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    mok_fence_proxy_async_shared();
     sm90_named_sync(4, 256);
 }
 
@@ -278,7 +278,7 @@ __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[12
         for (int half = 0; half < 2; half++)
             *reinterpret_cast<__nv_bfloat162 *>(stg + (ra + 8 * half) * SM90_STG_PITCH + 8 * i + t2) =
                 sm90_pair(acc, i, half);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the bulk copies read it */
+    mok_fence_proxy_async_shared(); /* the bulk copies read it */
     sm90_named_sync(2 + w, 128);
     if (tid < 32) {
         const int base = p.expert_offset_all[p.e0];

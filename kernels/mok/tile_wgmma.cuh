@@ -71,6 +71,14 @@ __device__ __forceinline__ void mok_fence_proxy_async_global() {
 #endif
 }
 
+/* This thread's shared-memory writes made visible to async-proxy readers (wgmma, TMA and bulk
+ * copies) that the next barrier releases. */
+__device__ __forceinline__ void mok_fence_proxy_async_shared() {
+#if MOK_SM90
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void mok_tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
 #if MOK_SM90
     asm volatile(
