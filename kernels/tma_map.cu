@@ -25,16 +25,27 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
     return fn;
 }
 
-void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows) {
+/* A TMA map of a tensor of `es`-byte elements (dims {cols, rows, mats}), 128-byte swizzled, boxes
+ * of box_cols x box_rows (x 1). */
+static void encode(CUtensorMap *map, CUtensorMapDataType type, int es, const void *base, int rank, long cols,
+                   long rows, long mats, int box_cols, int box_rows) {
     const cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)(rows > 0 ? rows : 1), (cuuint64_t)(mats > 0 ? mats : 1)};
-    const cuuint64_t strides[2] = {(cuuint64_t)cols * 2, (cuuint64_t)cols * rows * 2};
-    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, estr[3] = {1, 1, 1};
-    const CUresult r = encode_fn()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank, (void *)base, dims,
-                                        strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    const cuuint64_t strides[2] = {(cuuint64_t)cols * es, (cuuint64_t)cols * rows * es};
+    const cuuint32_t box[3] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1}, estr[3] = {1, 1, 1};
+    const CUresult r = encode_fn()(map, type, (cuuint32_t)rank, (void *)base, dims, strides, box, estr,
+                                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         mokc_die(MOKC_EXIT_RUNTIME, NULL,
-                 "cuTensorMapEncodeTiled failed (error %d) for a %ld x %ld x %ld bf16 tensor at %p (internal)",
-                 (int)r, mats, rows, cols, base);
+                 "cuTensorMapEncodeTiled failed (error %d) for a %ld x %ld x %ld tensor of %d-byte elements at %p "
+                 "(internal)",
+                 (int)r, mats, rows, cols, es, base);
 }
 
+void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows) {
+    encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, rank, cols, rows, mats, 64, box_rows);
+}
+
+void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, long mats) {
+    encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, 3, cols, rows, mats, 32, 64);
+}

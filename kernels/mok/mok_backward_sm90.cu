@@ -20,6 +20,8 @@ typedef struct {
     CUtensorMap dyr_k, dpg_k, dpu_k;            /* (R, C), (R, I), (R, I) */
     CUtensorMap h_mn, dyr_mn, xr_mn, dpg_mn, dpu_mn;
     CUtensorMap w_down_k, w_gate_k, w_up_k;     /* (El, I, C), (El, C, I) x 2 */
+    CUtensorMap g_down, g_gate, g_up;           /* fp32 gradients, as the weights: TMA stores */
+    int g_tma; /* the gradients are written (not added) and 16-byte aligned: by TMA stores */
 } Sm90BwdMaps;
 
 enum { BWD_DGRAD = 0, BWD_WDOWN = 1, BWD_DX = 2, BWD_WGU = 3 };
@@ -272,10 +274,48 @@ __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int
         }
 }
 
+/* Weight-gradient epilogue of consumer w when the gradients are written, not added (a step's first
+ * micro-batch): its 64 rows x 256 columns of fp32 go through the staging in two passes of 128
+ * columns, each four 128-byte swizzled boxes of 64 rows x 32 columns (8 KB) that lanes 0-3 of its
+ * warp 0 send by TMA stores: the writes drain while the next task's main loop runs, where the
+ * register stores of sm90_epilogue_wgrad hold the consumer until the memory system takes them.
+ * Column c of the task goes to map lo (c < split) at n0 + c, or hi at n0 + c - split; TMA clips
+ * rows >= M and columns >= N. Zeros for an expert without rows (rows == 0). */
+__device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w, int m0,
+                                                        const CUtensorMap *lo, const CUtensorMap *hi, int split, int n0,
+                                                        int el, __nv_bfloat16 *stg_bf16) {
+    unsigned char *stg = reinterpret_cast<unsigned char *>(stg_bf16); /* 1024-byte aligned (sm90_setup) */
+    static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "four fp32 boxes fit in a consumer's staging");
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+#pragma unroll
+    for (int pass = 0; pass < 2; pass++) {
+        sm90_staging_acquire(w);
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                /* column c of the pass (accumulator column 128 pass + c), in box c / 32; the 16-byte
+                 * chunk j of row r of a box sits at j ^ (r & 7) (the map's 128-byte swizzle) */
+                const int r = ra + 8 * half, c = 8 * i + t2, a = 4 * (16 * pass + i) + 2 * half;
+                const float2 v = rows > 0 ? make_float2(acc[a], acc[a + 1]) : make_float2(0.0f, 0.0f);
+                *reinterpret_cast<float2 *>(stg + (c >> 5) * 8192 + r * 128 + ((((c & 31) >> 2) ^ (r & 7)) << 4) +
+                                            (c & 3) * 4) = v;
+            }
+        mok_fence_proxy_async_shared(); /* the TMA stores read it */
+        sm90_named_sync(2 + w, 128);
+        if (tid < 4) {
+            const int c = 128 * pass + 32 * tid;
+            const bool up = c >= split;
+            mok_tma_store_3d(up ? hi : lo, stg + tid * 8192, n0 + c - (up ? split : 0), m0 + 64 * w, el);
+            mok_bulk_commit();
+        }
+    }
+}
+
 /* Consumer warpgroup w (0 or 1). */
 template <bool TRACE>
-__device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
-                                                 int MT) {
+__device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd,
+                                                 const Sm90Smem &sm, int w, int MT) {
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
@@ -321,12 +361,16 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             const int KB = (cnt + SM90_BK - 1) / SM90_BK;
             if (cnt > 0) sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
             if (lead) t2 = mok_globaltimer();
-            if (k.kind == BWD_WDOWN)
-                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.I, p.g_down + k.idx * CI, p.g_down + k.idx * CI,
-                                    256, k.ni * 256, p.C);
+            if (tm.g_tma && k.kind == BWD_WDOWN)
+                sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, &tm.g_down, &tm.g_down, 256, k.ni * 256, k.idx, stg);
+            else if (tm.g_tma)
+                sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, &tm.g_gate, &tm.g_up, 128, k.ni * 128, k.idx, stg);
+            else if (k.kind == BWD_WDOWN)
+                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.I, p.g_down + k.idx * CI,
+                                    p.g_down + k.idx * CI, 256, k.ni * 256, p.C);
             else
-                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.C, p.g_gate + k.idx * CI, p.g_up + k.idx * CI,
-                                    128, k.ni * 128, p.I);
+                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.C, p.g_gate + k.idx * CI,
+                                    p.g_up + k.idx * CI, 128, k.ni * 128, p.I);
         }
         if (lead) {
             t0 = mok_globaltimer();
@@ -363,7 +407,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
-    sm90_bwd_consume<TRACE>(p, wd, sm, wg - 1, MT);
+    sm90_bwd_consume<TRACE>(p, tm, wd, sm, wg - 1, MT);
 #else
     asm volatile("trap;");
 #endif
@@ -377,7 +421,7 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     cudaCheck(cudaMemsetAsync(p.dpg_done, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p.ticket, 0, 3 * sizeof(unsigned), stream));
     if (p.trace) cudaCheck(cudaMemsetAsync(p.trace, 0, (size_t)grid * MOK_TRACE_SLOTS * 8, stream));
-    Sm90BwdMaps tm;
+    Sm90BwdMaps tm = {};
     sm90_encode(&tm.dyr_k, p.dyr, 2, p.C, p.R_max, 1, 128);
     sm90_encode(&tm.dpg_k, p.dpg, 2, p.I, p.R_max, 1, 128);
     sm90_encode(&tm.dpu_k, p.dpu, 2, p.I, p.R_max, 1, 128);
@@ -389,6 +433,12 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_encode(&tm.w_down_k, p.w_down, 3, p.C, p.I, p.El, 256);
     sm90_encode(&tm.w_gate_k, p.w_gate, 3, p.I, p.C, p.El, 256);
     sm90_encode(&tm.w_up_k, p.w_up, 3, p.I, p.C, p.El, 256);
+    tm.g_tma = p.overwrite && ((uintptr_t)p.g_down | (uintptr_t)p.g_gate | (uintptr_t)p.g_up) % 16 == 0;
+    if (tm.g_tma) {
+        sm90_encode_f32(&tm.g_down, p.g_down, p.C, p.I, p.El);
+        sm90_encode_f32(&tm.g_gate, p.g_gate, p.I, p.C, p.El);
+        sm90_encode_f32(&tm.g_up, p.g_up, p.I, p.C, p.El);
+    }
     if (p.trace) mok_backward_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     else mok_backward_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();

@@ -98,6 +98,16 @@ __device__ __forceinline__ void mok_tma_load_3d(void *dst, const CUtensorMap *ma
 #endif
 }
 
+/* A box of a TMA map from shared memory (laid out as the map's swizzle puts it) to global, in
+ * this thread's bulk group. */
+__device__ __forceinline__ void mok_tma_store_3d(const CUtensorMap *map, const void *src, int c0, int c1, int c2) {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map),
+                 "r"(mok_smem_u32(src)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+#endif
+}
+
 /* A bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared memory to a
  * global address (a peer's over NVLink too), in this thread's bulk group; commit, then wait until
  * this thread's groups have read their shared memory (it may be overwritten) or are complete. */
@@ -212,5 +222,8 @@ __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a
  * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
  * with a message when the driver refuses. (kernels/tma_map.cu) */
 void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long rows, long mats, int box_rows);
+/* The same for an fp32 tensor of dims {cols, rows, mats}: boxes of 32 columns (128 bytes) x 64
+ * rows, for TMA stores (elements past the edges are not written). */
+void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, long mats);
 
 #endif
