@@ -275,38 +275,45 @@ __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int
 }
 
 /* Weight-gradient epilogue of consumer w when the gradients are written, not added (a step's first
- * micro-batch): its 64 rows x 256 columns of fp32 go through the staging in two passes of 128
- * columns, each four 128-byte swizzled boxes of 64 rows x 32 columns (8 KB) that lanes 0-3 of its
- * warp 0 send by TMA stores: the writes drain while the next task's main loop runs, where the
- * register stores of sm90_epilogue_wgrad hold the consumer until the memory system takes them.
- * Column c of the task goes to map lo (c < split) at n0 + c, or hi at n0 + c - split; TMA clips
- * rows >= M and columns >= N. Zeros for an expert without rows (rows == 0). */
+ * micro-batch): its 64 rows x 256 columns of fp32 go out in four parts of 64 columns, each two
+ * 128-byte swizzled boxes of 64 rows x 32 columns (8 KB) that lanes 0-1 of its warp 0 send by TMA
+ * stores. The parts alternate between the two halves of the staging, so a part is written while
+ * the previous one is read out, and the last ones drain while the next task's main loop runs
+ * (where the register stores of sm90_epilogue_wgrad hold the consumer until the memory system
+ * takes them). Column c of the task goes to map lo (c < split) at n0 + c, or hi at
+ * n0 + c - split; TMA clips rows >= M and columns >= N. Zeros for an expert without rows. */
 __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w, int m0,
                                                         const CUtensorMap *lo, const CUtensorMap *hi, int split, int n0,
                                                         int el, __nv_bfloat16 *stg_bf16) {
     unsigned char *stg = reinterpret_cast<unsigned char *>(stg_bf16); /* 1024-byte aligned (sm90_setup) */
-    static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "four fp32 boxes fit in a consumer's staging");
+    static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "two halves of two fp32 boxes fit in a consumer's staging");
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
-    for (int pass = 0; pass < 2; pass++) {
-        sm90_staging_acquire(w);
+    for (int part = 0; part < 4; part++) {
+        unsigned char *buf = stg + (part & 1) * 16384;
+        if (part == 0) {
+            sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
+        } else if (part >= 2) {     /* part - 2's stores, in this half, have read it */
+            if (tid < 2) mok_bulk_wait_read<1>();
+            sm90_named_sync(2 + w, 128);
+        }
 #pragma unroll
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < 8; i++)
 #pragma unroll
             for (int half = 0; half < 2; half++) {
-                /* column c of the pass (accumulator column 128 pass + c), in box c / 32; the 16-byte
+                /* column c of the part (accumulator column 64 part + c), in box c / 32; the 16-byte
                  * chunk j of row r of a box sits at j ^ (r & 7) (the map's 128-byte swizzle) */
-                const int r = ra + 8 * half, c = 8 * i + t2, a = 4 * (16 * pass + i) + 2 * half;
+                const int r = ra + 8 * half, c = 8 * i + t2, a = 4 * (8 * part + i) + 2 * half;
                 const float2 v = rows > 0 ? make_float2(acc[a], acc[a + 1]) : make_float2(0.0f, 0.0f);
-                *reinterpret_cast<float2 *>(stg + (c >> 5) * 8192 + r * 128 + ((((c & 31) >> 2) ^ (r & 7)) << 4) +
+                *reinterpret_cast<float2 *>(buf + (c >> 5) * 8192 + r * 128 + ((((c & 31) >> 2) ^ (r & 7)) << 4) +
                                             (c & 3) * 4) = v;
             }
         mok_fence_proxy_async_shared(); /* the TMA stores read it */
         sm90_named_sync(2 + w, 128);
-        if (tid < 4) {
-            const int c = 128 * pass + 32 * tid;
+        if (tid < 2) {
+            const int c = 64 * part + 32 * tid;
             const bool up = c >= split;
-            mok_tma_store_3d(up ? hi : lo, stg + tid * 8192, n0 + c - (up ? split : 0), m0 + 64 * w, el);
+            mok_tma_store_3d(up ? hi : lo, buf + tid * 8192, n0 + c - (up ? split : 0), m0 + 64 * w, el);
             mok_bulk_commit();
         }
     }

@@ -123,9 +123,11 @@ __device__ __forceinline__ void mok_bulk_commit() {
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
 #endif
 }
+/* PENDING: how many of this thread's newest groups may still be reading. */
+template <int PENDING = 0>
 __device__ __forceinline__ void mok_bulk_wait_read() {
 #if MOK_SM90
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(PENDING) : "memory");
 #endif
 }
 __device__ __forceinline__ void mok_bulk_wait() {
