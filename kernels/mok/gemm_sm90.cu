@@ -5,6 +5,14 @@
  * [64w, 64w + 64) x 256 columns with sm90_mma<0, 1> (A K-major, B N-major), then store their half
  * of the tile through the staging. Producer and consumers walk the same fixed tile sequence
  * (t = blockIdx.x, + gridDim.x, ...): no ticket and no task ring.
+ *
+ * The token-side tiles (gemm_sm90_grouped_tok, groups of at most TOK_N = 176 rows: an expert's
+ * tokens) compute C^T = B^T A^T: a tile is TOK_BN = 192 columns of B (wgmma's M, three consumer
+ * warpgroups of 64, B panels N-major: sm90_mma<1, 0>) by every row of the group (wgmma's N = 176,
+ * one K-major box of M rounded up to 8 rows). Each slice of B is read once per group, and the
+ * products cover 176 rows, not M rounded up to 128. 512 threads, TOK_STAGES stages of 24 + 22 KB;
+ * the accumulator columns past M hold stale shared memory and are never stored; the consumers
+ * store their 64 columns x M rows straight from registers (bf16, 16 bytes of a row a lane group).
  */
 #include "gemm_sm90.h"
 
@@ -20,7 +28,7 @@
 #define GEMM_MAX_DEVICES 64
 
 typedef struct {
-    CUtensorMap a, b; /* (G, M, K): 64 K x 128 rows boxes; (G, K, N): 64 N x 64 K boxes */
+    CUtensorMap a, b; /* (G, M, K): 64 K x 128 rows boxes (token-side: x rows8); (G, K, N): 64 N x 64 K boxes */
 } GemmSm90Maps;
 
 typedef struct {
@@ -31,7 +39,8 @@ typedef struct {
     unsigned *claim;
     long long budget_ns;
     int M, N, K;
-    int mt, nt, tiles; /* M and N tiles of a group; tiles of all groups */
+    int mt, nt, tiles; /* M and N tiles of a group (token-side: 1 and 192-column tiles); of all groups */
+    int rows8;         /* token-side: M rounded up to 8, the rows loaded */
 } GemmSm90Params;
 
 struct GemmTile {
@@ -49,6 +58,122 @@ __device__ __forceinline__ GemmTile gemm_tile(const GemmSm90Params &p, int t) {
     k.n0 = v / rows * GEMM_BN;
     return k;
 }
+
+/* ---- token-side tiles ---- */
+
+#define TOK_N 176                        /* rows of a group a tile covers (wgmma's N) */
+#define TOK_BN 192                       /* columns of B a tile: three consumers of 64 */
+#define TOK_STAGES 4
+#define TOK_THREADS 512
+#define TOK_A_BYTES (3 * SM90_PANEL_BYTES) /* 192 columns of B x 64 K, N-major panels */
+#define TOK_B_BYTES (TOK_N * SM90_BK * 2)  /* 176 rows of A x 64 K, K-major */
+#define TOK_PRODUCER_REGS 40
+#define TOK_CONSUMER_REGS 152 /* 88 accumulators; 40 x 128 + 152 x 384 <= 65536 */
+#define TOK_SMEM_BYTES \
+    (1024 + TOK_STAGES * (TOK_A_BYTES + TOK_B_BYTES) + (int)sizeof(Sm90BarsT<TOK_STAGES>))
+static_assert(TOK_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
+static_assert(TOK_A_BYTES % 1024 == 0 && TOK_B_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's alignment");
+
+/* The token-side kernel's shared memory: its stage geometry for sm90_mma, no staging. */
+struct GemmTokSmem {
+    static constexpr int STAGES = TOK_STAGES, A_BYTES = TOK_A_BYTES, B_BYTES = TOK_B_BYTES;
+    unsigned char *a, *b;
+    Sm90BarsT<TOK_STAGES> *bars;
+};
+
+__device__ __forceinline__ GemmTokSmem gemm_tok_setup(unsigned char *raw) {
+    unsigned char *base = raw + ((1024 - (mok_smem_u32(raw) & 1023)) & 1023);
+    GemmTokSmem s;
+    s.a = base;
+    s.b = s.a + TOK_STAGES * TOK_A_BYTES;
+    s.bars = reinterpret_cast<Sm90BarsT<TOK_STAGES> *>(s.b + TOK_STAGES * TOK_B_BYTES);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < TOK_STAGES; i++) {
+            mok_mbar_init(&s.bars->full[i], 1);
+            mok_mbar_init(&s.bars->empty[i], TOK_THREADS - 128); /* every consumer thread releases */
+        }
+        mok_mbar_fence_init();
+    }
+    __syncthreads();
+    return s;
+}
+
+/* Tile t: groups in order, 192-column tiles of B in order inside a group (each slice of B is read
+ * by one block; the blocks running at once share the group's rows in L2). */
+__device__ __forceinline__ GemmTile gemm_tile_tok(const GemmSm90Params &p, int t) {
+    GemmTile k;
+    k.g = t / p.nt;
+    k.m0 = 0;
+    k.n0 = (t - k.g * p.nt) * TOK_BN;
+    return k;
+}
+
+/* Stages: the tile's B panels (those inside N) into A's slot, the group's rows8 rows into B's. */
+__device__ void gemm_produce_tok(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
+                                 const GemmTokSmem &sm) {
+    Sm90Ring sr = {0, 0};
+    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        const GemmTile k = gemm_tile_tok(p, t);
+        const int panels = min(3, (p.N - k.n0 + 63) / 64);
+        const unsigned bytes = panels * SM90_PANEL_BYTES + p.rows8 * SM90_BK * 2;
+        for (int kb = 0; kb < KB; kb++) {
+            const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
+            uint64_t *full = &sm.bars->full[s];
+            for (int j = 0; j < panels; j++)
+                mok_tma_load_3d(sm.a + s * TOK_A_BYTES + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j,
+                                kb * SM90_BK, k.g);
+            mok_tma_load_3d(sm.b + s * TOK_B_BYTES, &tm.a, full, kb * SM90_BK, 0, k.g);
+        }
+    }
+}
+
+/* Consumer w's 64 columns (from k.n0 + 64w) x the group's M rows, from registers: acc[4i + e] is
+ * column 16 (warp % 4) + lane / 4 + 8 (e >= 2) of the 64 and row 8i + 2 (lane % 4) + (e & 1). */
+__device__ __forceinline__ void gemm_store_tok(const GemmSm90Params &p, const float (&acc)[88], int w,
+                                               const GemmTile &k) {
+    const int tid = threadIdx.x & 127, n = k.n0 + 64 * w + 16 * (tid >> 5) + ((tid & 31) >> 2), m2 = 2 * (tid & 3);
+    __nv_bfloat16 *c = p.c + (size_t)k.g * p.M * p.N;
+#pragma unroll
+    for (int i = 0; i < TOK_N / 8; i++) {
+        if (8 * i >= p.M) break;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int m = 8 * i + m2 + (e & 1), col = n + 8 * (e >> 1);
+            if (m < p.M && col < p.N) c[(size_t)m * p.N + col] = __float2bfloat16_rn(acc[4 * i + e]);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(TOK_THREADS, 1)
+    gemm_sm90_tok_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
+#if MOK_SM90
+    extern __shared__ unsigned char smem_raw[];
+    const GemmTokSmem sm = gemm_tok_setup(smem_raw);
+    const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
+    const int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        mok_setmaxnreg_dec<TOK_PRODUCER_REGS>();
+        if (threadIdx.x == 0) gemm_produce_tok(p, tm, wd, sm);
+        return;
+    }
+    mok_setmaxnreg_inc<TOK_CONSUMER_REGS>();
+    float acc[88];
+#pragma unroll
+    for (int i = 0; i < 88; i++) acc[i] = 0.0f;
+    Sm90Ring sr = {0, 0};
+    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        const GemmTile k = gemm_tile_tok(p, t);
+        sm90_mma<1, 0>(acc, wd, sm, sr, wg - 1, KB, 64, t);
+        gemm_store_tok(p, acc, wg - 1, k);
+    }
+#else
+    asm volatile("trap;");
+#endif
+}
+
+/* ---- 128 x 256 tiles ---- */
 
 __device__ void gemm_produce(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd, const Sm90Smem &sm) {
     Sm90Ring sr = {0, 0};
@@ -185,15 +310,23 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
     return *why == NULL;
 }
 
-/* Both entry points: the shape checked, the kernel launched (rope: NULL or the table). */
-static void gemm_launch(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K, const float *rope,
-                        int T, int D, cudaStream_t stream) {
+/* Every entry point: the shape checked, the kernel launched (rope: NULL or the table; tok: the
+ * token-side tiles). */
+static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                        const float *rope, int T, int D, cudaStream_t stream) {
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
+    if (tok && (M > TOK_N || (long)G * ((N + TOK_BN - 1) / TOK_BN) > INT_MAX))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL,
+                 "gemm_sm90_grouped_tok: %d x (%d x %d): more than %d rows a group or 2^31 tiles (internal)", G, M, N,
+                 TOK_N);
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
-    if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "GEMM with RoPE");
+    if (tok)
+        sm90_prepare(gemm_sm90_tok_kernel, SM90_BM, "token-side grouped GEMM", TOK_SMEM_BYTES, TOK_THREADS,
+                     TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128));
+    else if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "GEMM with RoPE");
     else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "grouped GEMM");
     int dev = 0, sms = 0;
     cudaCheck(cudaGetDevice(&dev));
@@ -209,7 +342,8 @@ static void gemm_launch(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int 
         cudaCheck(cudaMemset(watch[dev].claim, 0, sizeof(unsigned)));
     }
     GemmSm90Maps tm;
-    sm90_encode(&tm.a, A, 3, K, M, G, SM90_BM);
+    const int rows8 = (M + 7) / 8 * 8;
+    sm90_encode(&tm.a, A, 3, K, M, G, tok ? rows8 : SM90_BM);
     sm90_encode(&tm.b, B, 3, N, K, G, 64);
     GemmSm90Params p;
     p.c = reinterpret_cast<__nv_bfloat16 *>(C);
@@ -218,17 +352,25 @@ static void gemm_launch(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int 
     p.claim = watch[dev].claim;
     p.budget_ns = GEMM_BUDGET_NS;
     p.M = M, p.N = N, p.K = K;
-    p.mt = (M + SM90_BM - 1) / SM90_BM;
-    p.nt = (N + GEMM_BN - 1) / GEMM_BN;
+    p.mt = tok ? 1 : (M + SM90_BM - 1) / SM90_BM;
+    p.nt = tok ? (N + TOK_BN - 1) / TOK_BN : (N + GEMM_BN - 1) / GEMM_BN;
     p.tiles = G * p.mt * p.nt;
-    if (rope) gemm_sm90_kernel<true><<<min(sms, p.tiles), SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
-    else gemm_sm90_kernel<false><<<min(sms, p.tiles), SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    p.rows8 = rows8;
+    const int grid = min(sms, p.tiles);
+    if (tok) gemm_sm90_tok_kernel<<<grid, TOK_THREADS, TOK_SMEM_BYTES, stream>>>(p, tm);
+    else if (rope) gemm_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    else gemm_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
 }
 
 extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                   cudaStream_t stream) {
-    gemm_launch(C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(0, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+}
+
+extern "C" void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                      cudaStream_t stream) {
+    gemm_launch(1, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why) {
@@ -246,7 +388,7 @@ extern "C" void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int 
     if (!gemm_sm90_rope_ok(M, N, K, D, &why) || T < 1 || ((uintptr_t)table & 7))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90_rope: %d x %d x %d, T %d, head dim %d: %s (internal)", M, N, K,
                  T, D, why ? why : "T must be positive and the table 8-byte aligned");
-    gemm_launch(C, A, B, 1, M, N, K, table, T, D, stream);
+    gemm_launch(0, C, A, B, 1, M, N, K, table, T, D, stream);
 }
 
 extern "C" int gemm_sm90_watchdog_report(char *buf, size_t len) {

@@ -34,6 +34,15 @@ int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why);
 void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                        cudaStream_t stream);
 
+/* The same product for groups of at most 176 rows (an expert's tokens), on token-side tiles: each
+ * tile is 192 columns of B by all of the group's rows (wgmma's N: 176, A's rows loaded rounded up
+ * to 8), so each slice of B is read once per group where gemm_sm90_grouped reads it once per
+ * 128-row M tile, and the products cover 176 rows instead of M rounded up to 128. Same operands,
+ * layouts and K order per element; the products are added by other instructions, so the bits may
+ * differ from gemm_sm90_grouped's. Stops the job with a message when M > 176. */
+void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                           cudaStream_t stream);
+
 /* C = A @ B (one group, M x K by K x N) with the rotary embedding applied to C's rows in the
  * epilogue: row m is position m % T (rows are (batch, position)), C's
  * columns are heads of D, the table is rope.h's (gpu_rope_table_init: cos, sin of T x D). The

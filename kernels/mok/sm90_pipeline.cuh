@@ -39,21 +39,26 @@ extern "C" {
 #define SM90_PRODUCER_REGS 64  /* setmaxnreg of warpgroup 0: the dispatch warps' row copies fit */
 #define SM90_CONSUMER_REGS 208 /* setmaxnreg of the consumers: 128 accumulators and the epilogues */
 
-typedef struct {
-    uint64_t full[SM90_STAGES], empty[SM90_STAGES];
+/* STAGES: the ring's length (SM90_STAGES here; other tiles of the same machinery may differ). */
+template <int STAGES>
+struct Sm90BarsT {
+    uint64_t full[STAGES], empty[STAGES];
     uint64_t task_full[2], task_empty[2];
     int task[2];
     int dispatch_mt; /* the dispatch warps' current M tile */
     unsigned long long trace[MOK_TRACE_SLOTS]; /* the backward's trace (mok.h), written out at the end */
-} Sm90Bars;
+};
+typedef Sm90BarsT<SM90_STAGES> Sm90Bars;
 
 #define SM90_SMEM_BYTES \
     (1024 + SM90_STAGES * (SM90_A_BYTES + SM90_B_BYTES) + SM90_STAGING_BYTES + (int)sizeof(Sm90Bars))
 
 static_assert(SM90_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
 
-/* The block's shared memory, carved from the dynamic allocation (1024-byte aligned tiles). */
+/* The block's shared memory, carved from the dynamic allocation (1024-byte aligned tiles). The
+ * constants are the stage geometry sm90_mma reads (a shared-memory type of another tile gives its own). */
 struct Sm90Smem {
+    static constexpr int STAGES = SM90_STAGES, A_BYTES = SM90_A_BYTES, B_BYTES = SM90_B_BYTES;
     unsigned char *a, *b; /* SM90_STAGES stages each */
     __nv_bfloat16 *stg;   /* consumer w's staging at + SM90_STG_ELEMS * w */
     Sm90Bars *bars;
@@ -136,12 +141,13 @@ __device__ __forceinline__ int sm90_recv_task(const Sm90Watch &wd, Sm90Bars *bar
 }
 
 /* Producer: waits for a free stage and arms its barrier for `bytes`; returns the stage index. */
-__device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &sr, unsigned bytes,
-                                                int tile) {
+template <int STAGES>
+__device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90BarsT<STAGES> *bars, Sm90Ring &sr,
+                                                unsigned bytes, int tile) {
     const int s = sr.slot;
     sm90_wait(wd, &bars->empty[s], sr.phase ^ 1u, tile);
     mok_mbar_arrive_expect_tx(&bars->full[s], bytes);
-    sr.next(SM90_STAGES);
+    sr.next(STAGES);
     return s;
 }
 
@@ -158,32 +164,44 @@ __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char
     sm90_named_sync(4, 256);
 }
 
-/* Consumer w's main loop over KB blocks of K: acc = A @ B. TA / TB: A M-major / B N-major (else
- * K-major). k_tail (MN-major operands only): valid K lines of the last block, 64 when full. */
+/* One 16-wide K step of a consumer: acc (+)= A (64 x 16, desc a) @ B (16 x 256 or 176, desc b). */
 template <int TA, int TB>
-__device__ __forceinline__ void sm90_mma(float (&acc)[128], const Sm90Watch &wd, const Sm90Smem &sm, Sm90Ring &sr,
-                                         int w, int KB, int k_tail, int tile) {
+__device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[128], uint64_t a, uint64_t b, int scale_d) {
+    mok_wgmma_m64n256k16<TA, TB>(acc, a, b, scale_d);
+}
+template <int TA, int TB>
+__device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[88], uint64_t a, uint64_t b, int scale_d) {
+    mok_wgmma_m64n176k16<TA, TB>(acc, a, b, scale_d);
+}
+
+/* Consumer w's main loop over KB blocks of K: acc = A @ B. TA / TB: A M-major / B N-major (else
+ * K-major). k_tail (MN-major operands only, two consumers): valid K lines of the last block, 64
+ * when full. N: 128 accumulators (B 256 wide) or 88 (176). Smem: the stage geometry (Sm90Smem's
+ * constants, or another tile's). */
+template <int TA, int TB, int N, class Smem>
+__device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int w,
+                                         int KB, int k_tail, int tile) {
     constexpr unsigned lbo_a = TA ? SM90_PANEL_BYTES : 16, lbo_b = TB ? SM90_PANEL_BYTES : 16;
     constexpr int step_a = TA ? 128 : 2, step_b = TB ? 128 : 2; /* per 16-wide K step, in 16-byte units */
     int prev = -1;
     for (int kb = 0; kb < KB; kb++) {
         const int s = sr.slot;
         sm90_wait(wd, &sm.bars->full[s], sr.phase, tile);
-        unsigned char *a = sm.a + s * SM90_A_BYTES, *b = sm.b + s * SM90_B_BYTES;
+        unsigned char *a = sm.a + s * Smem::A_BYTES, *b = sm.b + s * Smem::B_BYTES;
         if constexpr (TA || TB)
             if (kb == KB - 1 && k_tail < 64) sm90_zero_k_tail(a, b, k_tail);
         const uint64_t da = mok_wgmma_desc(a + w * SM90_PANEL_BYTES, lbo_a, 1024), db = mok_wgmma_desc(b, lbo_b, 1024);
         mok_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < SM90_BK / 16; kk++)
-            mok_wgmma_m64n256k16<TA, TB>(acc, da + step_a * kk, db + step_b * kk, kb > 0 || kk > 0);
+            sm90_wgmma_k16<TA, TB>(acc, da + step_a * kk, db + step_b * kk, kb > 0 || kk > 0);
         mok_wgmma_commit();
         if (prev >= 0) {
             mok_wgmma_wait<1>(); /* the previous stage's products are done: release it */
             mok_mbar_arrive(&sm.bars->empty[prev]);
         }
         prev = s;
-        sr.next(SM90_STAGES);
+        sr.next(Smem::STAGES);
     }
     mok_wgmma_wait<0>();
     mok_fence_acc(acc);
@@ -327,18 +345,19 @@ __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_mt, bf1
 /* Host, before a launch of a Hopper megakernel: its shared-memory limit raised once per kernel,
  * and the schedule's M tile checked (the kernels compute 128-row tiles). */
 template <class Kernel>
-static void sm90_prepare(Kernel kernel, int tile_m, const char *who) {
+static void sm90_prepare(Kernel kernel, int tile_m, const char *who, int smem_bytes = SM90_SMEM_BYTES,
+                         int threads = SM90_THREADS, int regs_split = SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256) {
     static const void *done[8]; /* kernels of one signature share this instantiation */
     int i = 0;
     while (i < 8 && done[i] && done[i] != (const void *)kernel) i++;
     if (i == 8) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: too many Hopper kernels of one signature (internal)");
     if (!done[i]) {
-        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SM90_SMEM_BYTES));
-        /* setmaxnreg waits, unbounded, until the block's registers cover the split: the kernel
-         * must be compiled with at least that many (ptxas: 168 a thread) */
+        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+        /* setmaxnreg waits, unbounded, until the block's registers cover the split (regs_split for
+         * the whole block): the kernel must be compiled with at least that many */
         cudaFuncAttributes a;
         cudaCheck(cudaFuncGetAttributes(&a, kernel));
-        if (a.numRegs * SM90_THREADS < SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256)
+        if (a.numRegs * threads < regs_split)
             mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s kernel has %d registers a thread, too few for its "
                      "setmaxnreg split (internal)", who, a.numRegs);
         done[i] = (const void *)kernel;

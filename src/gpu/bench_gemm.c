@@ -24,6 +24,8 @@ static const char *gemm_help =
     "Times the megakernel's Hopper GEMM tile alone (a persistent grouped GEMM: groups x (M x K) @ (K x N),\n"
     "bf16 in and out) against cuBLAS (strided batched) on GPU 0, median of --iters (>= 20) after\n"
     "--warmup, and checks every output element against cuBLAS (relative error >= 1e-2 fails the run).\n"
+    "With M <= 176 (an expert's tokens) also the token-side tiles (\"mok_sm90_tok\": 192 columns of B\n"
+    "by all M rows, each slice of B read once per group).\n"
     "Without --m/--n/--k/--groups: dense 8192 x 8192 x 8192, then 64 groups of 1024 x 1536 x 2048;\n"
     "with any of them, one case (the others default to 8192 and 1 group). N and K: multiples of 8.\n"
     "Prints a JSON line per implementation and case. Needs an SM 9.0 (Hopper) GPU and a sm_90a build.\n"
@@ -41,11 +43,12 @@ typedef struct {
     int iters, warmup, seed;
 } GemmArgs;
 
-enum { IMPL_MOK, IMPL_CUBLAS };
+enum { IMPL_MOK, IMPL_MOK_TOK, IMPL_CUBLAS, IMPL_COUNT };
+static const char *impl_names[IMPL_COUNT] = {"mok_sm90", "mok_sm90_tok", "cublas"};
 
 typedef struct {
     Shape s;
-    bf16_t *A, *B, *C[2]; /* C per implementation */
+    bf16_t *A, *B, *C[IMPL_COUNT]; /* C per implementation (NULL: not run on this shape) */
 } Problem;
 
 static int usage(const char *fmt, const char *arg) {
@@ -101,6 +104,8 @@ static void run_impl(int impl, const Problem *p, cublasHandle_t blas, cudaStream
     const Shape s = p->s;
     if (impl == IMPL_MOK)
         gemm_sm90_grouped(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
+    else if (impl == IMPL_MOK_TOK)
+        gemm_sm90_grouped_tok(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
     else
         gemm_rm_strided(blas, 0, 0, s.M, s.N, s.K, p->A, GEMM_BF16, (long long)s.M * s.K, p->B, GEMM_BF16,
                         (long long)s.K * s.N, p->C[impl], GEMM_BF16, (long long)s.M * s.N, s.G, 1.0f, 0.0f);
@@ -136,42 +141,56 @@ static void report_watchdog(void *arg) {
     if (gemm_sm90_watchdog_report(msg, sizeof msg)) fprintf(stderr, "%s\n", msg);
 }
 
-/* One case: both implementations timed, then compared. Returns 1 if the mok output passes. */
+/* One case: the implementations timed, then compared with cuBLAS. Returns 1 if every mok output passes. */
 static int run_case(Shape s, const GemmArgs *a, unsigned long long seed, cublasHandle_t blas, cudaStream_t st) {
     const long nA = (long)s.G * s.M * s.K, nB = (long)s.G * s.K * s.N, nC = (long)s.G * s.M * s.N;
+    int run[IMPL_COUNT] = {1, s.M <= 176, 1}, nrun = 0;
+    for (int impl = 0; impl < IMPL_COUNT; impl++) nrun += run[impl];
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    const double need = 2.0 * (nA + nB + 2 * nC);
+    const double need = 2.0 * (nA + nB + (double)nrun * nC);
     if (need > (double)free_b)
         mokc_die(MOKC_EXIT_USAGE, "lower --m, --n, --k or --groups",
                  "bench gemm: %d x (%d x %d x %d) needs %.1f GiB of GPU memory, %.1f GiB are free", s.G, s.M, s.N,
                  s.K, need / (1 << 30), (double)free_b / (1 << 30));
     printf("bench gemm: %d x (%d x %d x %d) bf16, B (K, N) row-major\n", s.G, s.M, s.N, s.K);
-    Problem p = {.s = s, .A = dev_alloc(nA), .B = dev_alloc(nB), .C = {dev_alloc(nC), dev_alloc(nC)}};
+    Problem p = {.s = s, .A = dev_alloc(nA), .B = dev_alloc(nB)};
+    for (int impl = 0; impl < IMPL_COUNT; impl++) p.C[impl] = run[impl] ? dev_alloc(nC) : NULL;
     gpu_moe_fill_bf16(p.A, nA, seed, 0, 1.0f, 0.0f, st);
     gpu_moe_fill_bf16(p.B, nB, seed + 1, 0, 1.0f, 0.0f, st);
-    cudaCheck(cudaMemsetAsync(p.C[IMPL_MOK], 0xff, (size_t)nC * 2, st)); /* NaN: unwritten elements show */
-    double ms[2];
-    for (int impl = IMPL_MOK; impl <= IMPL_CUBLAS; impl++) ms[impl] = time_impl(impl, &p, a, blas, st);
-    long nan = 0;
-    const double err = bench_rel_err_bf16(p.C[IMPL_MOK], p.C[IMPL_CUBLAS], nC, &nan);
+    for (int impl = 0; impl < IMPL_CUBLAS; impl++) /* NaN: unwritten elements show */
+        if (run[impl]) cudaCheck(cudaMemsetAsync(p.C[impl], 0xff, (size_t)nC * 2, st));
+    double ms[IMPL_COUNT] = {0}, err[IMPL_COUNT] = {0};
+    long nan[IMPL_COUNT] = {0};
+    for (int impl = 0; impl < IMPL_COUNT; impl++)
+        if (run[impl]) ms[impl] = time_impl(impl, &p, a, blas, st);
+    for (int impl = 0; impl < IMPL_CUBLAS; impl++)
+        if (run[impl]) err[impl] = bench_rel_err_bf16(p.C[impl], p.C[IMPL_CUBLAS], nC, &nan[impl]);
     const double flop = 2.0 * s.G * s.M * (double)s.N * s.K;
-    for (int impl = IMPL_MOK; impl <= IMPL_CUBLAS; impl++) {
+    for (int impl = 0; impl < IMPL_COUNT; impl++) {
+        if (!run[impl]) continue;
         char e[32] = "null"; /* cuBLAS is the reference */
-        if (impl == IMPL_MOK) snprintf(e, sizeof e, "%.3e", err);
-        if (impl == IMPL_MOK && isnan(err)) snprintf(e, sizeof e, "\"nan\""); /* JSON has no NaN */
+        if (impl != IMPL_CUBLAS) snprintf(e, sizeof e, "%.3e", err[impl]);
+        if (impl != IMPL_CUBLAS && isnan(err[impl])) snprintf(e, sizeof e, "\"nan\""); /* JSON has no NaN */
         printf("{\"bench\": \"gemm\", \"impl\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"groups\": %d, "
                "\"iters\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"rel_err\": %s}\n",
-               impl == IMPL_MOK ? "mok_sm90" : "cublas", s.M, s.N, s.K, s.G, a->iters, ms[impl],
-               flop / (ms[impl] * 1e9), e);
+               impl_names[impl], s.M, s.N, s.K, s.G, a->iters, ms[impl], flop / (ms[impl] * 1e9), e);
     }
-    const int ok = err < TOLERANCE; /* false for NaN */
-    printf("mok_sm90 vs cublas: rel err %.2e, %.1f%% of cuBLAS's speed: %s (tolerance %g)", err,
-           100.0 * ms[IMPL_CUBLAS] / ms[IMPL_MOK], ok ? "ok" : "FAIL", TOLERANCE);
-    if (nan) printf(", %ld elements never written (still NaN)", nan);
-    printf("\n\n");
+    int ok = 1;
+    for (int impl = 0; impl < IMPL_CUBLAS; impl++) {
+        if (!run[impl]) continue;
+        const int good = err[impl] < TOLERANCE; /* false for NaN */
+        ok &= good;
+        printf("%s vs cublas: rel err %.2e, %.1f%% of cuBLAS's speed: %s (tolerance %g)", impl_names[impl], err[impl],
+               100.0 * ms[IMPL_CUBLAS] / ms[impl], good ? "ok" : "FAIL", TOLERANCE);
+        if (nan[impl]) printf(", %ld elements never written (still NaN)", nan[impl]);
+        printf("\n");
+    }
+    printf("\n");
     fflush(stdout);
-    cudaCheck(cudaFree(p.A)), cudaCheck(cudaFree(p.B)), cudaCheck(cudaFree(p.C[0])), cudaCheck(cudaFree(p.C[1]));
+    cudaCheck(cudaFree(p.A)), cudaCheck(cudaFree(p.B));
+    for (int impl = 0; impl < IMPL_COUNT; impl++)
+        if (p.C[impl]) cudaCheck(cudaFree(p.C[impl]));
     return ok;
 }
 

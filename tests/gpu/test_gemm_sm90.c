@@ -4,7 +4,10 @@
  * zero-fills past the edges; panels wholly past N are not loaded), K multiples of 8 but not of 64,
  * more M tiles than one rasterisation band, more tiles than SMs (blocks take several tiles, the
  * stage ring wraps mid-tile). The output starts poisoned (NaN), with a poisoned guard after it:
- * every element must be written and nothing past the end; a second run gives the same bits. And
+ * every element must be written and nothing past the end; a second run gives the same bits. Groups
+ * of at most 176 rows also run on the token-side tiles (gemm_sm90_grouped_tok: M not a multiple of
+ * 8, N past the last 192-column tile, ending inside its second or third panel, or under 64, more
+ * tiles than SMs), held to the same. And
  * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
  * Skipped without an SM 9.0 GPU and a build for sm_90a.
  */
@@ -19,33 +22,47 @@
 
 #define GUARD 4096 /* poisoned elements after C */
 
-static void one_case(int G, int M, int N, int K) {
-    const long nA = (long)G * M * K, nB = (long)G * K * N, nC = (long)G * M * N;
-    float *A = gpu_rand_array(nA, 1.0f, 1), *B = gpu_rand_array(nB, 1.0f, 1);
-    float *ref = callocCheck((size_t)nC, sizeof(float)), *got = callocCheck((size_t)nC, sizeof(float));
-    for (int g = 0; g < G; g++)
-        matmul_nn(ref + (long)g * M * N, A + (long)g * M * K, B + (long)g * K * N, M, K, N, 0);
-    bf16_t *dA = gpu_upload_bf16(A, nA), *dB = gpu_upload_bf16(B, nB);
+typedef void (*GroupedGemm)(bf16_t *, const bf16_t *, const bf16_t *, int, int, int, int, cudaStream_t);
+
+/* One implementation on one shape, twice into the poisoned C: every element near ref, none past the
+ * end written, the same bits both times. */
+static void check_impl(const char *name, GroupedGemm gemm, const bf16_t *dA, const bf16_t *dB, const float *ref,
+                       int G, int M, int N, int K) {
+    const long nC = (long)G * M * N;
     const size_t bytes = (size_t)(nC + GUARD) * sizeof(bf16_t);
     bf16_t *dC = gpu_poisoned(bytes), *run[2];
     for (int r = 0; r < 2; r++) {
         if (r) cudaCheck(cudaMemset(dC, 0xff, bytes));
-        gemm_sm90_grouped(dC, dA, dB, G, M, N, K, 0);
+        gemm(dC, dA, dB, G, M, N, K, 0);
         run[r] = mallocCheck(bytes);
         gpu_download(run[r], dC, bytes);
     }
+    float *got = callocCheck((size_t)nC, sizeof(float));
     for (long i = 0; i < nC; i++) got[i] = host_from_bf16(run[0][i]);
     long guard_hit = 0;
     for (long i = nC; i < nC + GUARD; i++) guard_hit += run[0][i] != 0xffff;
     const double err = rel_error_f(got, ref, nC);
     const long nan = count_nan(got, nC);
-    CHECK_MSG(nan == 0 && err < 1e-2, "gemm_sm90 %d x (%d x %d x %d): relative error %.3g, %ld elements unwritten", G,
-              M, N, K, err, nan);
-    CHECK_MSG(guard_hit == 0, "gemm_sm90 %d x (%d x %d x %d): %ld elements written past C", G, M, N, K, guard_hit);
-    CHECK_MSG(memcmp(run[0], run[1], (size_t)nC * sizeof(bf16_t)) == 0, "gemm_sm90 %d x (%d x %d x %d): not bitwise "
-              "repeatable", G, M, N, K);
-    cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB)), cudaCheck(cudaFree(dC));
-    free(A), free(B), free(ref), free(got), free(run[0]), free(run[1]);
+    CHECK_MSG(nan == 0 && err < 1e-2, "%s %d x (%d x %d x %d): relative error %.3g, %ld elements unwritten", name, G, M,
+              N, K, err, nan);
+    CHECK_MSG(guard_hit == 0, "%s %d x (%d x %d x %d): %ld elements written past C", name, G, M, N, K, guard_hit);
+    CHECK_MSG(memcmp(run[0], run[1], (size_t)nC * sizeof(bf16_t)) == 0,
+              "%s %d x (%d x %d x %d): not bitwise repeatable", name, G, M, N, K);
+    cudaCheck(cudaFree(dC));
+    free(got), free(run[0]), free(run[1]);
+}
+
+static void one_case(int G, int M, int N, int K) {
+    const long nA = (long)G * M * K, nB = (long)G * K * N, nC = (long)G * M * N;
+    float *A = gpu_rand_array(nA, 1.0f, 1), *B = gpu_rand_array(nB, 1.0f, 1);
+    float *ref = callocCheck((size_t)nC, sizeof(float));
+    for (int g = 0; g < G; g++)
+        matmul_nn(ref + (long)g * M * N, A + (long)g * M * K, B + (long)g * K * N, M, K, N, 0);
+    bf16_t *dA = gpu_upload_bf16(A, nA), *dB = gpu_upload_bf16(B, nB);
+    check_impl("gemm_sm90", gemm_sm90_grouped, dA, dB, ref, G, M, N, K);
+    if (M <= 176) check_impl("gemm_sm90_tok", gemm_sm90_grouped_tok, dA, dB, ref, G, M, N, K);
+    cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB));
+    free(A), free(B), free(ref);
 }
 
 static void test_gemm_sm90_grouped(void) {
@@ -56,8 +73,9 @@ static void test_gemm_sm90_grouped(void) {
     }
     gpu_rng_seed(9);
     /* groups, M, N, K */
-    const int shapes[][4] = {{1, 1, 8, 8},      {3, 200, 136, 72},  {2, 129, 264, 200},
-                             {2, 2100, 264, 64}, {40, 130, 520, 136}, {1, 300, 1000, 1096}};
+    const int shapes[][4] = {{1, 1, 8, 8},        {3, 200, 136, 72},  {2, 129, 264, 200}, {2, 2100, 264, 64},
+                             {40, 130, 520, 136}, {1, 300, 1000, 1096}, {6, 170, 392, 712}, {2, 176, 128, 64},
+                             {3, 37, 40, 520},    {60, 24, 400, 72}};
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         one_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
 }
