@@ -1,6 +1,6 @@
 /*
  * The grouped GEMM of gemm_sm90.h on the megakernel's Hopper pipeline (sm90_pipeline.cuh). One
- * block per SM, 384 threads: lane 0 of warpgroup 0 loads stages with TMA (A: one 128-row x 64-K
+ * block per SM, 384 threads (the token-side tiles below: 512): lane 0 of warpgroup 0 loads stages with TMA (A: one 128-row x 64-K
  * box; B: up to four 64-K x 64-N panels, as the forward's w_down), warpgroups 1 and 2 compute rows
  * [64w, 64w + 64) x 256 columns with sm90_mma<0, 1> (A K-major, B N-major), then store their half
  * of the tile through the staging. Producer and consumers walk the same fixed tile sequence
@@ -92,6 +92,7 @@ __device__ __forceinline__ GemmTokSmem gemm_tok_setup(unsigned char *raw) {
             mok_mbar_init(&s.bars->full[i], 1);
             mok_mbar_init(&s.bars->empty[i], TOK_THREADS - 128); /* every consumer thread releases */
         }
+        for (int i = 0; i < MOK_TRACE_SLOTS; i++) s.bars->trace[i] = 0; /* unused here: no stale words */
         mok_mbar_fence_init();
     }
     __syncthreads();
@@ -317,7 +318,7 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
-    if (tok && (M > TOK_N || (long)G * ((N + TOK_BN - 1) / TOK_BN) > INT_MAX))
+    if (tok && (M > TOK_N || (long)G * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX))
         mokc_die(MOKC_EXIT_RUNTIME, NULL,
                  "gemm_sm90_grouped_tok: %d x (%d x %d): more than %d rows a group or 2^31 tiles (internal)", G, M, N,
                  TOK_N);
@@ -353,7 +354,7 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     p.budget_ns = GEMM_BUDGET_NS;
     p.M = M, p.N = N, p.K = K;
     p.mt = tok ? 1 : (M + SM90_BM - 1) / SM90_BM;
-    p.nt = tok ? (N + TOK_BN - 1) / TOK_BN : (N + GEMM_BN - 1) / GEMM_BN;
+    p.nt = tok ? (int)(((long)N + TOK_BN - 1) / TOK_BN) : (N + GEMM_BN - 1) / GEMM_BN;
     p.tiles = G * p.mt * p.nt;
     p.rows8 = rows8;
     const int grid = min(sms, p.tiles);

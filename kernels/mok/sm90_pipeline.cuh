@@ -12,7 +12,14 @@
  *   B K-major: one box of 256 N rows x 64 K;  B N-major: four boxes of 64 K lines x 64 N.
  * The MN-major operands carry K along lines, so a K tail (the last block of an expert's rows in a
  * weight gradient) is cut by zeroing whole 128-byte lines (sm90_zero_k_tail).
+ *
+ * The ring's barriers (Sm90BarsT), sm90_stage_begin and sm90_mma also serve a tile of another
+ * geometry: sm90_mma takes the stage count and slot sizes from its shared-memory type and the
+ * accumulator count from its array (gemm_sm90.cu's token-side tile: 512 threads, three consumers
+ * of m64n176, four stages of 24 + 22 KB).
  */
+#include <type_traits>
+
 #ifndef MOKC_KERNELS_MOK_SM90_PIPELINE_CUH
 #define MOKC_KERNELS_MOK_SM90_PIPELINE_CUH
 
@@ -151,8 +158,9 @@ __device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90BarsT<S
     return s;
 }
 
-/* Consumers (all 256 threads): zero K lines [valid, 64) of the stage's A panels and B panels
- * (MN-major operands only), make the writes visible to wgmma, and wait for each other. */
+/* Consumers (both consumers' 256 threads, Sm90Smem's stages only): zero K lines [valid, 64) of the
+ * stage's A panels and B panels (MN-major operands only), make the writes visible to wgmma, and
+ * wait for each other. */
 __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char *b, int valid) {
     const int tid = threadIdx.x - 128, lines = 64 - valid;
     for (int v = tid; v < 6 * lines * 8; v += 256) {
@@ -175,9 +183,9 @@ __device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[88], uint64_t a, uin
 }
 
 /* Consumer w's main loop over KB blocks of K: acc = A @ B. TA / TB: A M-major / B N-major (else
- * K-major). k_tail (MN-major operands only, two consumers): valid K lines of the last block, 64
- * when full. N: 128 accumulators (B 256 wide) or 88 (176). Smem: the stage geometry (Sm90Smem's
- * constants, or another tile's). */
+ * K-major). k_tail (MN-major operands with Sm90Smem's stages only): valid K lines of the last
+ * block, 64 when full. N: the accumulator count, 128 (B 256 wide) or 88 (176). Smem: the stage
+ * geometry (Sm90Smem's constants, or another tile's). */
 template <int TA, int TB, int N, class Smem>
 __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int w,
                                          int KB, int k_tail, int tile) {
@@ -188,7 +196,8 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
         const int s = sr.slot;
         sm90_wait(wd, &sm.bars->full[s], sr.phase, tile);
         unsigned char *a = sm.a + s * Smem::A_BYTES, *b = sm.b + s * Smem::B_BYTES;
-        if constexpr (TA || TB)
+        /* other geometries pass k_tail = 64: their K tails are TMA's zero fill (3D maps) */
+        if constexpr ((TA || TB) && std::is_same<Smem, Sm90Smem>::value)
             if (kb == KB - 1 && k_tail < 64) sm90_zero_k_tail(a, b, k_tail);
         const uint64_t da = mok_wgmma_desc(a + w * SM90_PANEL_BYTES, lbo_a, 1024), db = mok_wgmma_desc(b, lbo_b, 1024);
         mok_wgmma_fence();
@@ -342,8 +351,10 @@ __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_mt, bf1
     }
 }
 
-/* Host, before a launch of a Hopper megakernel: its shared-memory limit raised once per kernel,
- * and the schedule's M tile checked (the kernels compute 128-row tiles). */
+/* Host, before a launch of a Hopper kernel on this pipeline: its shared-memory limit (smem_bytes)
+ * raised once per kernel, its register count checked against the setmaxnreg split of its threads
+ * (regs_split, for the whole block), and the schedule's M tile checked (the megakernels compute
+ * 128-row tiles; the standalone GEMMs pass SM90_BM). */
 template <class Kernel>
 static void sm90_prepare(Kernel kernel, int tile_m, const char *who, int smem_bytes = SM90_SMEM_BYTES,
                          int threads = SM90_THREADS, int regs_split = SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256) {

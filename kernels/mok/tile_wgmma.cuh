@@ -1,7 +1,7 @@
 /*
  * Hopper building blocks of the megakernel's wgmma tile (kernels/mok/mok_forward_sm90.cu): mbarriers,
- * TMA tensor loads, shared-memory matrix descriptors and wgmma.mma_async m64n256k16 (bf16 in, fp32
- * accumulators in registers). sm_90a only: every body is compiled only where
+ * TMA tensor loads, shared-memory matrix descriptors and wgmma.mma_async m64n256k16 and m64n176k16
+ * (bf16 in, fp32 accumulators in registers; the latter for gemm_sm90.cu's token-side tile). sm_90a only: every body is compiled only where
  * __CUDA_ARCH_FEAT_SM90_ALL is defined (the callers check MOK_SM90 before using them).
  *
  * Shared-memory layouts (both 128-byte swizzled, written by TMA with CU_TENSOR_MAP_SWIZZLE_128B,
@@ -181,7 +181,8 @@ __device__ __forceinline__ void mok_fence_acc(float (&d)[N]) {
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* The accumulators' first 64 registers in the asm text, and operand lists of 8 and 32 of them. */
+/* The accumulators' first 64 registers in the asm text, and operand lists of 8 and 32 of them (of
+ * the wrapper's array d; #undef'd after the wrappers). */
 #define MOK_ACC_REGS_0_63 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -223,6 +224,9 @@ __device__ __forceinline__ void mok_wgmma_m64n176k16(float (&d)[88], uint64_t a,
                  : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }
+#undef MOK_ACC_REGS_0_63
+#undef MOK_ACC_OPS8
+#undef MOK_ACC_OPS32
 
 /* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
  * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job

@@ -7,7 +7,7 @@
  * every element must be written and nothing past the end; a second run gives the same bits. Groups
  * of at most 176 rows also run on the token-side tiles (gemm_sm90_grouped_tok: M not a multiple of
  * 8, N past the last 192-column tile, ending inside its second or third panel, or under 64, more
- * tiles than SMs), held to the same. And
+ * tiles than SMs so that blocks lap the stage ring across tiles), held to the same. And
  * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
  * Skipped without an SM 9.0 GPU and a build for sm_90a.
  */
@@ -75,7 +75,8 @@ static void test_gemm_sm90_grouped(void) {
     /* groups, M, N, K */
     const int shapes[][4] = {{1, 1, 8, 8},        {3, 200, 136, 72},  {2, 129, 264, 200}, {2, 2100, 264, 64},
                              {40, 130, 520, 136}, {1, 300, 1000, 1096}, {6, 170, 392, 712}, {2, 176, 128, 64},
-                             {3, 37, 40, 520},    {60, 24, 400, 72}};
+                             {3, 37, 40, 520},    {60, 24, 400, 72},
+                             {300, 40, 392, 200}};
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         one_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
 }
