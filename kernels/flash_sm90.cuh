@@ -18,18 +18,11 @@
 
 #include "mok/tile_wgmma.cuh"
 
-#define FLASH_ACC32                                                                                                    \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                          \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FLASH_ACC64                                                                                                    \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                          \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                 \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                  \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define FLASH_F8(c, i)                                                                                                 \
-    c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3]), c(d[i + 4]), c(d[i + 5]), c(d[i + 6]), c(d[i + 7])
-#define FLASH_OPS32(c) FLASH_F8(c, 0), FLASH_F8(c, 8), FLASH_F8(c, 16), FLASH_F8(c, 24)
-#define FLASH_OPS64(c) FLASH_OPS32(c), FLASH_F8(c, 32), FLASH_F8(c, 40), FLASH_F8(c, 48), FLASH_F8(c, 56)
+/* the asm text's accumulator lists and operand lists (tile_wgmma.cuh's pieces) */
+#define FLASH_ACC32 "{" MOK_WGMMA_R0_31 "}"
+#define FLASH_ACC64 "{" MOK_WGMMA_R0_31 ", " MOK_WGMMA_R32_63 "}"
+#define FLASH_OPS32(c) MOK_WGMMA_F32(c, 0)
+#define FLASH_OPS64(c) MOK_WGMMA_F32(c, 0), MOK_WGMMA_F32(c, 32)
 
 /* d (+)= A (64 x 16, desc a; TA: M-major, else K-major) B (16 x N, desc b; TB: N-major, else
  * K-major), N = 64 (d[32]) or 128 (d[64]); scale_d = 0 overwrites. */

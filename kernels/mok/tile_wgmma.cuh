@@ -181,16 +181,16 @@ __device__ __forceinline__ void mok_fence_acc(float (&d)[N]) {
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* The accumulators' first 64 registers in the asm text, and operand lists of 8 and 32 of them (of
- * the wrapper's array d; #undef'd after the wrappers). */
-#define MOK_ACC_REGS_0_63 \
+/* The wgmma wrappers' accumulators (here and in flash_sm90.cuh): registers 0-31 and 32-63 in the
+ * asm text, and operand lists of 8 and 32 of them for constraint c (of the wrapper's array d). */
+#define MOK_WGMMA_R0_31 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define MOK_WGMMA_R32_63 \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-#define MOK_ACC_OPS8(i) \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define MOK_ACC_OPS32(i) MOK_ACC_OPS8(i), MOK_ACC_OPS8(i + 8), MOK_ACC_OPS8(i + 16), MOK_ACC_OPS8(i + 24)
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define MOK_WGMMA_F8(c, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3]), c(d[i + 4]), c(d[i + 5]), c(d[i + 6]), c(d[i + 7])
+#define MOK_WGMMA_F32(c, i) MOK_WGMMA_F8(c, i), MOK_WGMMA_F8(c, i + 8), MOK_WGMMA_F8(c, i + 16), MOK_WGMMA_F8(c, i + 24)
 
 /* d (+)= A (64 x 16, desc a; TA: M-major, else K-major) @ B (16 x 256, desc b; TB: N-major, else
  * K-major); scale_d = 0 overwrites.
@@ -202,13 +202,13 @@ template <int TA, int TB>
 __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b, int scale_d) {
 #if MOK_SM90
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" MOK_ACC_REGS_0_63
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" MOK_WGMMA_R0_31 ", " MOK_WGMMA_R32_63 ", "
                  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
                  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
                  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
                  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
                  "%128, %129, p, 1, 1, %131, %132;\n}\n"
-                 : MOK_ACC_OPS32(0), MOK_ACC_OPS32(32), MOK_ACC_OPS32(64), MOK_ACC_OPS32(96)
+                 : MOK_WGMMA_F32("+f", 0), MOK_WGMMA_F32("+f", 32), MOK_WGMMA_F32("+f", 64), MOK_WGMMA_F32("+f", 96)
                  : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }
@@ -216,17 +216,15 @@ template <int TA, int TB>
 __device__ __forceinline__ void mok_wgmma_m64n176k16(float (&d)[88], uint64_t a, uint64_t b, int scale_d) {
 #if MOK_SM90
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {" MOK_ACC_REGS_0_63
+                 "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {" MOK_WGMMA_R0_31 ", " MOK_WGMMA_R32_63 ", "
                  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
                  "%80, %81, %82, %83, %84, %85, %86, %87}, "
                  "%88, %89, p, 1, 1, %91, %92;\n}\n"
-                 : MOK_ACC_OPS32(0), MOK_ACC_OPS32(32), MOK_ACC_OPS8(64), MOK_ACC_OPS8(72), MOK_ACC_OPS8(80)
+                 : MOK_WGMMA_F32("+f", 0), MOK_WGMMA_F32("+f", 32), MOK_WGMMA_F8("+f", 64), MOK_WGMMA_F8("+f", 72),
+                   MOK_WGMMA_F8("+f", 80)
                  : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }
-#undef MOK_ACC_REGS_0_63
-#undef MOK_ACC_OPS8
-#undef MOK_ACC_OPS32
 
 /* Host: a TMA map of a bf16 tensor, 128-byte swizzled, zero-filled past its edges. rank 2: dims
  * {cols, rows}; rank 3: {cols, rows, mats}; boxes of 64 columns x box_rows (x 1). Stops the job
