@@ -74,30 +74,14 @@ __device__ __forceinline__ GemmTile gemm_tile(const GemmSm90Params &p, int t) {
 static_assert(TOK_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
 static_assert(TOK_A_BYTES % 1024 == 0 && TOK_B_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's alignment");
 
-/* The token-side kernel's shared memory: its stage geometry for sm90_mma, no staging. */
+/* The token-side kernel's shared memory (sm90_setup carves it): its stage geometry for sm90_mma,
+ * no staging. */
 struct GemmTokSmem {
     static constexpr int STAGES = TOK_STAGES, A_BYTES = TOK_A_BYTES, B_BYTES = TOK_B_BYTES;
+    static constexpr int STAGING_BYTES = 0, CONSUMERS = (TOK_THREADS - 128) / 128;
     unsigned char *a, *b;
     Sm90BarsT<TOK_STAGES> *bars;
 };
-
-__device__ __forceinline__ GemmTokSmem gemm_tok_setup(unsigned char *raw) {
-    unsigned char *base = raw + ((1024 - (mok_smem_u32(raw) & 1023)) & 1023);
-    GemmTokSmem s;
-    s.a = base;
-    s.b = s.a + TOK_STAGES * TOK_A_BYTES;
-    s.bars = reinterpret_cast<Sm90BarsT<TOK_STAGES> *>(s.b + TOK_STAGES * TOK_B_BYTES);
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < TOK_STAGES; i++) {
-            mok_mbar_init(&s.bars->full[i], 1);
-            mok_mbar_init(&s.bars->empty[i], TOK_THREADS - 128); /* every consumer thread releases */
-        }
-        for (int i = 0; i < MOK_TRACE_SLOTS; i++) s.bars->trace[i] = 0; /* unused here: no stale words */
-        mok_mbar_fence_init();
-    }
-    __syncthreads();
-    return s;
-}
 
 /* Tile t: groups in order, 192-column tiles of B in order inside a group (each slice of B is read
  * by one block; the blocks running at once share the group's rows in L2). */
@@ -150,7 +134,7 @@ __global__ void __launch_bounds__(TOK_THREADS, 1)
     gemm_sm90_tok_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
-    const GemmTokSmem sm = gemm_tok_setup(smem_raw);
+    const GemmTokSmem sm = sm90_setup<GemmTokSmem>(smem_raw);
     const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {

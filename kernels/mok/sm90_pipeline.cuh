@@ -66,6 +66,7 @@ static_assert(SM90_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
  * constants are the stage geometry sm90_mma reads (a shared-memory type of another tile gives its own). */
 struct Sm90Smem {
     static constexpr int STAGES = SM90_STAGES, A_BYTES = SM90_A_BYTES, B_BYTES = SM90_B_BYTES;
+    static constexpr int STAGING_BYTES = SM90_STAGING_BYTES, CONSUMERS = 2;
     unsigned char *a, *b; /* SM90_STAGES stages each */
     __nv_bfloat16 *stg;   /* consumer w's staging at + SM90_STG_ELEMS * w */
     Sm90Bars *bars;
@@ -82,22 +83,27 @@ __device__ __forceinline__ void sm90_named_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-/* Carves the shared memory; thread 0 initialises the barriers; then a block barrier. */
-__device__ __forceinline__ Sm90Smem sm90_setup(unsigned char *raw) {
+/* Carves the shared memory of a Smem (Sm90Smem, or another tile's type with the same constants:
+ * STAGES stages of A_BYTES, then of B_BYTES, then STAGING_BYTES of staging when it has any, then
+ * the barriers); thread 0 initialises the barriers (every thread of the CONSUMERS warpgroups
+ * releases a stage and a task slot); then a block barrier. */
+template <class Smem = Sm90Smem>
+__device__ __forceinline__ Smem sm90_setup(unsigned char *raw) {
     unsigned char *base = raw + ((1024 - (mok_smem_u32(raw) & 1023)) & 1023);
-    Sm90Smem s;
+    Smem s;
     s.a = base;
-    s.b = s.a + SM90_STAGES * SM90_A_BYTES;
-    s.stg = reinterpret_cast<__nv_bfloat16 *>(s.b + SM90_STAGES * SM90_B_BYTES);
-    s.bars = reinterpret_cast<Sm90Bars *>(reinterpret_cast<unsigned char *>(s.stg) + SM90_STAGING_BYTES);
+    s.b = s.a + Smem::STAGES * Smem::A_BYTES;
+    unsigned char *rest = s.b + Smem::STAGES * Smem::B_BYTES;
+    if constexpr (Smem::STAGING_BYTES > 0) s.stg = reinterpret_cast<__nv_bfloat16 *>(rest);
+    s.bars = reinterpret_cast<decltype(s.bars)>(rest + Smem::STAGING_BYTES);
     if (threadIdx.x == 0) {
-        for (int i = 0; i < SM90_STAGES; i++) {
+        for (int i = 0; i < Smem::STAGES; i++) {
             mok_mbar_init(&s.bars->full[i], 1);
-            mok_mbar_init(&s.bars->empty[i], 256);
+            mok_mbar_init(&s.bars->empty[i], 128 * Smem::CONSUMERS);
         }
         for (int i = 0; i < 2; i++) {
             mok_mbar_init(&s.bars->task_full[i], 1);
-            mok_mbar_init(&s.bars->task_empty[i], 256);
+            mok_mbar_init(&s.bars->task_empty[i], 128 * Smem::CONSUMERS);
         }
         for (int i = 0; i < MOK_TRACE_SLOTS; i++) s.bars->trace[i] = 0;
         mok_mbar_fence_init();
