@@ -102,6 +102,7 @@ typedef struct {
     int skip_dispatch;           /* debug: the dispatch blocks do nothing (the watchdog test) */
     int dispatch_only;           /* benchmark: the compute blocks do nothing (dispatch bandwidth) */
     int tile;                    /* MOK_TILE_* */
+    unsigned long long *trace;   /* wgmma tile: NULL, or (grid x MOK_TRACE_SLOTS): where time goes */
 } MokFwdParams;
 
 /* The backward (kernels/mok/mok_backward_sm90.cu, sm_90a, the wgmma tile only), one persistent
@@ -137,16 +138,21 @@ typedef struct {
     unsigned long long *trace;         /* NULL, or (grid x MOK_TRACE_SLOTS): where time goes      */
 } MokBwdParams;
 
-/* The backward's trace (diagnostic, MOKC_MOK_TRACE=1), per block, in ns of globaltimer:
- * consumer warpgroup 0 (its partner runs in step): [0] waiting for tasks, then per task kind
- * (dgrad, wdown, dx, wgu) [1 + 3 kind] tasks, [2 + 3 kind] main loop, [3 + 3 kind] epilogue;
- * the producer: [MOK_TRACE_PRODUCER + kind] waiting on the protocol's counters; the dgrad
- * epilogue's sections: [MOK_TRACE_DGRAD_EPI + 0..3] staging, SwiGLU, stores, release. The traced
- * build spills more registers than the other (196 / 224 bytes against 28 / 40 at e51dbaa): its
- * times run a little long. */
+/* The kernels' traces (diagnostic, MOKC_MOK_TRACE=1), per block, in ns of globaltimer. Consumer
+ * warpgroup 0 (its partner runs in step): [0] waiting for tasks, then per task kind (backward:
+ * dgrad, wdown, dx, wgu; forward: gate/up, down) [1 + 3 kind] tasks, [2 + 3 kind] main loop,
+ * [3 + 3 kind] epilogue; the producer: [MOK_TRACE_PRODUCER + kind] waiting on the protocol's
+ * counters; [MOK_TRACE_EPI + 0..3] the sections of the first kind's epilogue (backward, dgrad:
+ * staging, SwiGLU, stores, release; forward, gate/up: h staged with its SwiGLU, h stored, pre_gate
+ * and pre_up staged and stored, release). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
+ * dispatch warps from start to their last row, [MOK_TRACE_FWD_SPAN] consumer 0 from start to its
+ * last task (the spread over blocks is the tail). The traced builds spill more registers than the
+ * others (196 / 224 bytes against 28 / 40 in the backward at e51dbaa): their times run a little long. */
 #define MOK_TRACE_SLOTS 32
 #define MOK_TRACE_PRODUCER 13 /* the producer's 4 slots follow the consumer's 13 */
-#define MOK_TRACE_DGRAD_EPI 17 /* the dgrad epilogue's sections: stage, SwiGLU, stores, release */
+#define MOK_TRACE_FWD_DISPATCH 15
+#define MOK_TRACE_FWD_SPAN 16
+#define MOK_TRACE_EPI 17
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

@@ -164,14 +164,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
 __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128],
                                                     __nv_bfloat16 *stg_base, int w, int mt, int nt,
                                                     unsigned long long *tr) {
-    /* tr (the traced build's timekeeper only): the sections' times, MOK_TRACE_DGRAD_EPI + 0..3 */
-    long long ts = tr ? mok_globaltimer() : 0;
-    auto lap = [&](int slot) {
-        if (!tr) return;
-        const long long now = mok_globaltimer();
-        tr[MOK_TRACE_DGRAD_EPI + slot] += now - ts;
-        ts = now;
-    };
+    Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);
     r0 += 64 * w;
@@ -202,7 +195,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         sm90_named_sync(2 + w, 128);
         if (part + 1 < 4 && col0 + 64 < p.I) fetch(part + 1);
         __nv_bfloat16 *stg = stg_base + (part & 1) * 64 * 128;
-        lap(0);
+        laps.lap(0);
         /* two chunks at a time: their loads first, then the arithmetic of both (the
          * compiler keeps a load after an earlier store to the same staging) */
 #pragma unroll
@@ -230,7 +223,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                 }
         }
         sm90_named_sync(2 + w, 128);
-        lap(1);
+        laps.lap(1);
         for (int v = tid; v < 64 * 16; v += 128) {
             const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
             if (r >= nrows || col >= p.I) continue;
@@ -238,7 +231,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                 *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
         }
         sm90_named_sync(2 + w, 128);
-        lap(2);
+        laps.lap(2);
     }
     mok_fence_proxy_async_global(); /* dpg, dpu are read by TMA in the dx and wgu tasks */
     sm90_named_sync(2 + w, 128);
@@ -246,7 +239,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         __threadfence();
         mok_red_release(p.dpg_done + mt, 1u);
     }
-    lap(3);
+    laps.lap(3);
 }
 
 /* Weight-gradient epilogue of consumer w: g[m][col(c)] (+)= acc for rows m = m0 + (its 64 rows) < M
@@ -388,7 +381,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     }
     if (lead) {
         for (int i = 0; i < MOK_TRACE_PRODUCER; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
-        for (int i = MOK_TRACE_DGRAD_EPI; i < MOK_TRACE_DGRAD_EPI + 4; i++)
+        for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++)
             p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
     }
 }

@@ -53,6 +53,7 @@ __device__ __forceinline__ Sm90FwdTask sm90_fwd_task(int t, int n_gu, int nI, in
 }
 
 /* One thread: tickets -> counters -> TMA loads. */
+template <bool TRACE>
 __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
                                  int n_gu, int total, int nI, int nC) {
     Sm90Ring sr = {0, 0}, tr = {0, 0};
@@ -61,10 +62,12 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         sm90_send_task(wd, sm.bars, tr, t < total ? t : total);
         if (t >= total) return;
         const Sm90FwdTask k = sm90_fwd_task(t, n_gu, nI, nC);
+        const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.down)
             mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + k.mt, 2u * nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, k.mt);
         else
             mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.mt, 1u, MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);
+        if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.down] += mok_globaltimer() - tw;
         mok_fence_proxy_async_global();
         int el, r0, nrows;
         mok_tile_rows(p, k.mt, el, r0, nrows);
@@ -93,7 +96,9 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
 /* Gate/up epilogue of consumer w (rows 64w.. of M tile mt): h = silu(pre_gate) * pre_up from the
  * rounded values (as kernels/swiglu.cu), then pre_gate and pre_up when kept; then the signal. */
 __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, const float (&acc)[128],
-                                                     __nv_bfloat16 *stg, int w, int mt, int nt) {
+                                                     __nv_bfloat16 *stg, int w, int mt, int nt,
+                                                     unsigned long long *tr) {
+    Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);
     r0 += 64 * w;
@@ -104,22 +109,27 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
         return __floats2bfloat162_rn(silu_mul_f32(__low2float(g), __low2float(u)),
                                      silu_mul_f32(__high2float(g), __high2float(u)));
     });
+    laps.lap(0);
     sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.h + (size_t)(r0 + r) * p.I + col0; });
+    laps.lap(1);
     if (p.pre_gate) {
         sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i, half); });
         sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.pre_gate + (size_t)(r0 + r) * p.I + col0; });
         sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16, half); });
         sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.pre_up + (size_t)(r0 + r) * p.I + col0; });
     }
+    laps.lap(2);
     mok_fence_proxy_async_global(); /* h is read by TMA in the down tasks */
     sm90_named_sync(2 + w, 128);
     if ((threadIdx.x & 127) == 0) {
         __threadfence();
         mok_red_release(p.gu_done + mt, 1u);
     }
+    laps.lap(3);
 }
 
-/* Consumer warpgroup w (0 or 1). */
+/* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (mok.h). */
+template <bool TRACE>
 __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
                                                  int n_gu, int total, int nI, int nC) {
     float acc[128];
@@ -127,25 +137,49 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
     Sm90Ring sr = {0, 0}, tr = {0, 0};
+    const bool lead = TRACE && w == 0 && (threadIdx.x & 127) == 0;
+    unsigned long long *trace = sm.bars->trace;
+    const long long start = lead ? mok_globaltimer() : 0;
+    long long t0 = start;
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
         if (t >= total) {
             sm90_push_drain();
-            return;
+            break;
+        }
+        long long t1 = 0, t2 = 0;
+        if (lead) {
+            t1 = mok_globaltimer();
+            trace[0] += t1 - t0;
         }
         const Sm90FwdTask k = sm90_fwd_task(t, n_gu, nI, nC);
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
+        if (lead) t2 = mok_globaltimer();
         if (k.down) {
             int el, r0, nrows;
             mok_tile_rows(p, k.mt, el, r0, nrows);
             sm90_push_rows(p, acc, stg, w, r0 + 64 * w, nrows - 64 * w, k.nt * 256, p.y_off);
         } else {
-            sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt);
+            sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt, lead ? trace : nullptr);
         }
+        if (lead) {
+            t0 = mok_globaltimer();
+            trace[1 + 3 * k.down] += 1;
+            trace[2 + 3 * k.down] += t2 - t1;
+            trace[3 + 3 * k.down] += t0 - t2;
+        }
+    }
+    if (lead) {
+        unsigned long long *out = p.trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;
+        for (int i = 0; i < 7; i++) out[i] = trace[i];
+        for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++) out[i] = trace[i];
+        out[MOK_TRACE_FWD_SPAN] = mok_globaltimer() - start;
     }
 }
 
+/* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */
+template <bool TRACE>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     mok_forward_sm90_kernel(const __grid_constant__ MokFwdParams p, const __grid_constant__ Sm90FwdMaps tm) {
 #if MOK_SM90
@@ -157,16 +191,21 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
+        unsigned long long *out = TRACE ? p.trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS : nullptr;
         if (threadIdx.x == 0) {
-            if (!p.dispatch_only) sm90_fwd_produce(p, tm, wd, sm, n_gu, total, nI, nC);
+            if (!p.dispatch_only) sm90_fwd_produce<TRACE>(p, tm, wd, sm, n_gu, total, nI, nC);
+            if (TRACE)
+                for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 2; i++) out[i] = sm.bars->trace[i];
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
+            const long long t0 = TRACE ? mok_globaltimer() : 0;
             sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.xr, p.x_off, 0);
+            if (TRACE && threadIdx.x == 32) out[MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
         }
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
     if (p.dispatch_only) return;
-    sm90_fwd_consume(p, wd, sm, wg - 1, n_gu, total, nI, nC);
+    sm90_fwd_consume<TRACE>(p, wd, sm, wg - 1, n_gu, total, nI, nC);
 #else
     asm volatile("trap;");
 #endif
@@ -183,7 +222,7 @@ extern "C" int mok_sm90_available(void) {
     cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     if (major != 9 || minor != 0) return 0;
     cudaFuncAttributes a;
-    if (cudaFuncGetAttributes(&a, mok_forward_sm90_kernel) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&a, mok_forward_sm90_kernel<false>) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -194,13 +233,16 @@ extern "C" int mok_sm90_blocks_per_sm(void) { return 1; }
 
 extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaStream_t stream) {
     const MokFwdParams &p = *pin;
-    sm90_prepare(mok_forward_sm90_kernel, p.tile_m, "wgmma tile");
+    if (p.trace) sm90_prepare(mok_forward_sm90_kernel<true>, p.tile_m, "wgmma tile (traced)");
+    else sm90_prepare(mok_forward_sm90_kernel<false>, p.tile_m, "wgmma tile");
+    if (p.trace) cudaCheck(cudaMemsetAsync(p.trace, 0, (size_t)grid * MOK_TRACE_SLOTS * 8, stream));
     Sm90FwdMaps tm;
     sm90_encode(&tm.xr, p.xr, 2, p.C, p.R_max, 1, SM90_BM);
     sm90_encode(&tm.h, p.h, 2, p.I, p.R_max, 1, SM90_BM);
     sm90_encode(&tm.w_gate, p.w_gate, 3, p.I, p.C, p.El, 64);
     sm90_encode(&tm.w_up, p.w_up, 3, p.I, p.C, p.El, 64);
     sm90_encode(&tm.w_down, p.w_down, 3, p.C, p.I, p.El, 64);
-    mok_forward_sm90_kernel<<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    if (p.trace) mok_forward_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    else mok_forward_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
 }

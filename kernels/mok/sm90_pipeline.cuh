@@ -127,6 +127,21 @@ __device__ __forceinline__ void sm90_wait(const Sm90Watch &wd, uint64_t *bar, un
     }
 }
 
+/* The traced builds' section timer of an epilogue: lap(i) adds the time since the previous lap
+ * (or the start) to tr[MOK_TRACE_EPI + i]; with tr == nullptr (untraced, or not the block's
+ * timekeeper) it does nothing. */
+struct Sm90Laps {
+    unsigned long long *tr;
+    long long ts;
+    __device__ __forceinline__ explicit Sm90Laps(unsigned long long *t) : tr(t), ts(t ? mok_globaltimer() : 0) {}
+    __device__ __forceinline__ void lap(int slot) {
+        if (!tr) return;
+        const long long now = mok_globaltimer();
+        tr[MOK_TRACE_EPI + slot] += now - ts;
+        ts = now;
+    }
+};
+
 /* A position in a ring of n slots and the parity of its current lap. */
 struct Sm90Ring {
     int slot;

@@ -250,6 +250,9 @@ void moe_mok_ep_barrier(MoeMok *m, cudaStream_t stream) {
 
 static void report_watchdog(void *arg);
 
+/* Trace words of one kernel (MOKC_MOK_TRACE=1): the grid grows with the tile, room for the largest. */
+static size_t trace_region(const MoeMok *m) { return (size_t)m->sms * 4 * MOK_TRACE_SLOTS; }
+
 void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms *comms, int n_comm_blocks,
                     int n_saved) {
     check_shape(d, N_max, "moe_mok_create");
@@ -308,8 +311,8 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
                 d->ep_rank);
     }
     env = getenv("MOKC_MOK_TRACE");
-    if (env && strcmp(env, "1") == 0) /* the grid grows with the tile: room for the largest */
-        cudaCheck(cudaMalloc((void **)&m->trace, (size_t)m->sms * 4 * MOK_TRACE_SLOTS * sizeof(unsigned long long)));
+    if (env && strcmp(env, "1") == 0) /* the backward's trace, then the forward's */
+        cudaCheck(cudaMalloc((void **)&m->trace, 2 * trace_region(m) * sizeof(unsigned long long)));
 
     MokBufList l;
     layout(&l, m, d, N_max);
@@ -388,31 +391,53 @@ void moe_mok_phases_collect(MoeMok *m, double *ms, int *n) {
     }
 }
 
-void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
-    if (!m->trace) return;
-    cudaCheck(cudaStreamSynchronize(stream));
-    const int G = m->grid;
-    unsigned long long *h = mallocCheck((size_t)G * MOK_TRACE_SLOTS * sizeof *h);
-    cudaCheck(cudaMemcpy(h, m->trace, (size_t)G * MOK_TRACE_SLOTS * sizeof *h, cudaMemcpyDeviceToHost));
-    double s[MOK_TRACE_SLOTS] = {0};
-    for (int b = 0; b < G; b++)
-        for (int i = 0; i < MOK_TRACE_SLOTS; i++) s[i] += (double)h[(size_t)b * MOK_TRACE_SLOTS + i];
-    static const char *kinds[4] = {"dgrad", "wdown", "dx", "wgu"};
-    fprintf(stderr, "mok backward trace, ep_rank %d, %d blocks (ms per block; us per task):\n  waiting for tasks %.3f ms\n",
-            m->d.ep_rank, G, s[0] / G * 1e-6);
-    for (int k = 0; k < 4; k++) {
+/* Per task kind: tasks, main loop and epilogue (ms per block, us per task), the producer's waits. */
+static void trace_print_kinds(const double *s, int G, const char *const *kinds, int n_kinds) {
+    for (int k = 0; k < n_kinds; k++) {
         const double n = s[1 + 3 * k] > 0 ? s[1 + 3 * k] : 1;
         fprintf(stderr,
-                "  %-5s %7.0f tasks  main loop %.3f ms (%.2f us/task)  epilogue %.3f ms (%.2f us/task)  producer "
+                "  %-7s %7.0f tasks  main loop %.3f ms (%.2f us/task)  epilogue %.3f ms (%.2f us/task)  producer "
                 "waiting on counters %.3f ms\n",
                 kinds[k], s[1 + 3 * k], s[2 + 3 * k] / G * 1e-6, s[2 + 3 * k] / n * 1e-3, s[3 + 3 * k] / G * 1e-6,
                 s[3 + 3 * k] / n * 1e-3, s[MOK_TRACE_PRODUCER + k] / G * 1e-6);
     }
-    const double nd = s[1] > 0 ? s[1] : 1;
-    fprintf(stderr, "  dgrad epilogue, us/task: staging %.2f  SwiGLU %.2f  stores %.2f  release %.2f\n",
-            s[MOK_TRACE_DGRAD_EPI] / nd * 1e-3, s[MOK_TRACE_DGRAD_EPI + 1] / nd * 1e-3,
-            s[MOK_TRACE_DGRAD_EPI + 2] / nd * 1e-3, s[MOK_TRACE_DGRAD_EPI + 3] / nd * 1e-3);
-    free(h);
+}
+
+void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
+    if (!m->trace) return;
+    cudaCheck(cudaStreamSynchronize(stream));
+    const int G = m->grid;
+    for (int fwd = 1; fwd >= 0; fwd--) {
+        if (fwd && m->tile != MOK_TILE_WGMMA) continue;
+        unsigned long long *h = mallocCheck((size_t)G * MOK_TRACE_SLOTS * sizeof *h);
+        cudaCheck(cudaMemcpy(h, m->trace + (fwd ? trace_region(m) : 0), (size_t)G * MOK_TRACE_SLOTS * sizeof *h,
+                             cudaMemcpyDeviceToHost));
+        double s[MOK_TRACE_SLOTS] = {0}, span_max = 0;
+        for (int b = 0; b < G; b++) {
+            for (int i = 0; i < MOK_TRACE_SLOTS; i++) s[i] += (double)h[(size_t)b * MOK_TRACE_SLOTS + i];
+            const double span = (double)h[(size_t)b * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN];
+            if (span > span_max) span_max = span;
+        }
+        free(h);
+        fprintf(stderr, "mok %s trace, ep_rank %d, %d blocks (ms per block; us per task):\n  waiting for tasks %.3f ms\n",
+                fwd ? "forward" : "backward", m->d.ep_rank, G, s[0] / G * 1e-6);
+        if (fwd) {
+            static const char *const kinds[2] = {"gate/up", "down"};
+            trace_print_kinds(s, G, kinds, 2);
+            const int nc = m->n_comm > 0 ? m->n_comm : 1;
+            fprintf(stderr, "  dispatch warps %.3f ms per block of %d; consumers busy %.3f ms per block, the last %.3f ms\n",
+                    s[MOK_TRACE_FWD_DISPATCH] / nc * 1e-6, m->n_comm, s[MOK_TRACE_FWD_SPAN] / G * 1e-6, span_max * 1e-6);
+        } else {
+            static const char *const kinds[4] = {"dgrad", "wdown", "dx", "wgu"};
+            trace_print_kinds(s, G, kinds, 4);
+        }
+        static const char *const sections[2][4] = {{"staging", "SwiGLU", "stores", "release"},
+                                                   {"h staged", "h stored", "pre_gate, pre_up", "release"}};
+        const double n1 = s[1] > 0 ? s[1] : 1;
+        fprintf(stderr, "  %s epilogue, us/task:", fwd ? "gate/up" : "dgrad");
+        for (int i = 0; i < 4; i++) fprintf(stderr, "  %s %.2f", sections[fwd][i], s[MOK_TRACE_EPI + i] / n1 * 1e-3);
+        fprintf(stderr, "\n");
+    }
 }
 
 void moe_mok_destroy(MoeMok *m) {
@@ -547,6 +572,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     p.tile = m->tile;
+    p.trace = m->trace && m->tile == MOK_TILE_WGMMA ? m->trace + trace_region(m) : NULL;
     m->last = p;
     moe_mok_phase_mark(m, 4, stream);
     mok_forward_launch(&p, m->grid, stream);

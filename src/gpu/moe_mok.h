@@ -107,8 +107,8 @@ typedef struct {
     int N;                      /* tokens of the last forward, -1 before */
     MokFwdParams last;          /* the last forward's kernel parameters (moe_mok_dispatch_only) */
     MokPhases *phases;          /* NULL unless moe_mok_set_phases (benchmarks) */
-    unsigned long long *trace;  /* the backward kernel's trace (MOKC_MOK_TRACE=1, a diagnostic: its
-                                   ~128 KB are not in the memory plan), else NULL */
+    unsigned long long *trace;  /* the kernels' traces, backward then forward (MOKC_MOK_TRACE=1, a
+                                   diagnostic: its ~270 KB are not in the memory plan), else NULL */
 } MoeMok;
 
 /* One layer's forward kept for its backward (training): the state in its own buffers and the
@@ -204,8 +204,9 @@ void moe_mok_phase_mark(MoeMok *m, int i, cudaStream_t stream);
  * in n[2] (forwards, backwards). */
 void moe_mok_phases_collect(MoeMok *m, double *ms, int *n);
 
-/* With MOKC_MOK_TRACE=1 (diagnostic: the backward kernel built with timers, mok.h MOK_TRACE_SLOTS):
- * synchronises and prints to stderr where the last backward kernel's time went, per task kind. */
+/* With MOKC_MOK_TRACE=1 (diagnostic: the kernels built with timers, mok.h MOK_TRACE_SLOTS):
+ * synchronises and prints to stderr where the last forward (wgmma tile) and backward kernels'
+ * time went, per task kind. */
 void moe_mok_trace_print(MoeMok *m, cudaStream_t stream);
 
 /* Synchronises; rows this owner received in the last forward (local ones included). */
