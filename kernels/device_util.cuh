@@ -53,25 +53,21 @@ __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u 
 __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
 /* SwiGLU of one element, forward (h = silu(g) * u) and backward (dg, du from dh = d), all fp32.
- * kernels/swiglu.cu and the megakernel share them, so the unfused and fused layers give the same
- * bits in each direction. Each takes the logistic function its megakernel epilogue runs best
- * with (every result is rounded to bf16 next, so a few ulp do not show):
- * - backward: one MUFU.EX2 and one MUFU.RCP (approximate, flushing subnormals; x -> +inf gives 1,
- *   x -> -inf 1 / inf = 0). An IEEE reciprocal adds a slow-path branch per element that keeps the
- *   compiler from overlapping elements: in the dgrad epilogue that cost ~ 17 us a task;
- * - forward: the fast exponential and the IEEE reciprocal. Without the branch, ptxas overlaps the
- *   gate/up epilogue's 64 elements while all 128 accumulators are live and spills 214 bytes
- *   (2026-11-30 (s5), docs/perf-notes.md). */
-__device__ __forceinline__ float swiglu_sigmoid_fwd(float x) { return __frcp_rn(1.0f + __expf(-x)); }
-__device__ __forceinline__ float swiglu_sigmoid_bwd(float x) {
+ * kernels/swiglu.cu and the megakernels share them, so the unfused and fused layers give the same
+ * bits. The logistic function is one MUFU.EX2 and one MUFU.RCP (approximate, flushing subnormals;
+ * x -> +inf gives 1, x -> -inf 1 / inf = 0): every result is rounded to bf16 next, so a few ulp do
+ * not show. An IEEE reciprocal adds a slow-path branch per element that keeps the compiler from
+ * overlapping elements: ~ 17 us a task in the dgrad epilogue, ~ 6 us in the gate/up one
+ * (docs/perf-notes.md, 2026-11-30 (s5) and (s7)). */
+__device__ __forceinline__ float swiglu_sigmoid(float x) {
     float e, s;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f)); /* exp(-x) */
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
     return s;
 }
-__device__ __forceinline__ float silu_mul_f32(float g, float u) { return g * swiglu_sigmoid_fwd(g) * u; }
+__device__ __forceinline__ float silu_mul_f32(float g, float u) { return g * swiglu_sigmoid(g) * u; }
 __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, float &dg, float &du) {
-    const float s = swiglu_sigmoid_bwd(g);
+    const float s = swiglu_sigmoid(g);
     dg = d * u * (s + g * s * (1.0f - s));
     du = d * g * s;
 }

@@ -143,8 +143,8 @@ typedef struct {
  * dgrad, wdown, dx, wgu; forward: gate/up, down) [1 + 3 kind] tasks, [2 + 3 kind] main loop,
  * [3 + 3 kind] epilogue; the producer: [MOK_TRACE_PRODUCER + kind] waiting on the protocol's
  * counters; [MOK_TRACE_EPI + 0..3] the sections of the first kind's epilogue (backward, dgrad:
- * staging, SwiGLU, stores, release; forward, gate/up: h staged with its SwiGLU, h stored, pre_gate
- * and pre_up staged and stored, release). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
+ * staging, SwiGLU, stores, release; forward, gate/up: pre_gate and pre_up staged, stored, the
+ * SwiGLU, h stored and the release). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
  * dispatch warps from start to their last row, [MOK_TRACE_FWD_SPAN] consumer 0 from start to its
  * last task (the spread over blocks is the tail). The traced builds spill more registers than the
  * others (196 / 224 bytes against 28 / 40 in the backward at e51dbaa): their times run a little long. */

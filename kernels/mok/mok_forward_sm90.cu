@@ -93,8 +93,11 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
     }
 }
 
-/* Gate/up epilogue of consumer w (rows 64w.. of M tile mt): h = silu(pre_gate) * pre_up from the
- * rounded values (as kernels/swiglu.cu), then pre_gate and pre_up when kept; then the signal. */
+/* Gate/up epilogue of consumer w (rows 64w.. of M tile mt): pre_gate and pre_up rounded to bf16
+ * into the two halves of its staging and stored when kept, then h = silu(pre_gate) * pre_up from
+ * those rounded values (as kernels/swiglu.cu) in place of pre_gate, and stored; then the signal.
+ * h is computed from the staging, not from the accumulators: with all 128 of them live, ptxas
+ * either serialises the 64 elements or spills. */
 __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, const float (&acc)[128],
                                                      __nv_bfloat16 *stg, int w, int mt, int nt,
                                                      unsigned long long *tr) {
@@ -104,21 +107,42 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     r0 += 64 * w;
     nrows -= 64 * w;
     const int col0 = nt * 128;
-    sm90_stage(stg, w, [&](int i, int half) {
-        const __nv_bfloat162 g = sm90_pair(acc, i, half), u = sm90_pair(acc, i + 16, half);
-        return __floats2bfloat162_rn(silu_mul_f32(__low2float(g), __low2float(u)),
-                                     silu_mul_f32(__high2float(g), __high2float(u)));
-    });
+    __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
+    static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
+    sm90_stage(sg, w, [&](int i, int half) { return sm90_pair(acc, i, half); });
+    sm90_stage(su, w, [&](int i, int half) { return sm90_pair(acc, i + 16, half); });
     laps.lap(0);
-    sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.h + (size_t)(r0 + r) * p.I + col0; });
-    laps.lap(1);
     if (p.pre_gate) {
-        sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i, half); });
-        sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.pre_gate + (size_t)(r0 + r) * p.I + col0; });
-        sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16, half); });
-        sm90_unstage(stg, w, nrows, col0, p.I, [&](int r) { return p.pre_up + (size_t)(r0 + r) * p.I + col0; });
+        sm90_unstage(sg, w, nrows, col0, p.I, [&](int r) { return p.pre_gate + (size_t)(r0 + r) * p.I + col0; });
+        sm90_unstage(su, w, nrows, col0, p.I, [&](int r) { return p.pre_up + (size_t)(r0 + r) * p.I + col0; });
     }
+    laps.lap(1);
+    /* each thread rewrites the pairs its accumulators staged (conflict-free, as sm90_stage), four
+     * chunks at a time: their loads first (the compiler keeps a load after an earlier store to the
+     * same staging), and no more at once (the accumulators stay live: the next task's wgmma reads
+     * them) */
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+#pragma unroll
+    for (int i0 = 0; i0 < 16; i0 += 4) {
+        __nv_bfloat162 g[4][2], u[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                g[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(sg, ra + 8 * half, i0 + i) + t2);
+                u[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(su, ra + 8 * half, i0 + i) + t2);
+            }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int half = 0; half < 2; half++)
+                *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(sg, ra + 8 * half, i0 + i) + t2) =
+                    __floats2bfloat162_rn(silu_mul_f32(__low2float(g[i][half]), __low2float(u[i][half])),
+                                          silu_mul_f32(__high2float(g[i][half]), __high2float(u[i][half])));
+    }
+    sm90_named_sync(2 + w, 128);
     laps.lap(2);
+    sm90_unstage(sg, w, nrows, col0, p.I, [&](int r) { return p.h + (size_t)(r0 + r) * p.I + col0; });
     mok_fence_proxy_async_global(); /* h is read by TMA in the down tasks */
     sm90_named_sync(2 + w, 128);
     if ((threadIdx.x & 127) == 0) {

@@ -432,7 +432,7 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
             trace_print_kinds(s, G, kinds, 4);
         }
         static const char *const sections[2][4] = {{"staging", "SwiGLU", "stores", "release"},
-                                                   {"h staged", "h stored", "pre_gate, pre_up", "release"}};
+                                                   {"staged", "pre_gate, pre_up stored", "SwiGLU", "h stored, release"}};
         const double n1 = s[1] > 0 ? s[1] : 1;
         fprintf(stderr, "  %s epilogue, us/task:", fwd ? "gate/up" : "dgrad");
         for (int i = 0; i < 4; i++) fprintf(stderr, "  %s %.2f", sections[fwd][i], s[MOK_TRACE_EPI + i] / n1 * 1e-3);
