@@ -102,6 +102,8 @@ typedef struct {
     int skip_dispatch;           /* debug: the dispatch blocks do nothing (the watchdog test) */
     int dispatch_only;           /* benchmark: the compute blocks do nothing (dispatch bandwidth) */
     int tile;                    /* MOK_TILE_* */
+    int group_mt;                /* wgmma tile: M tiles a group of the ticket order (down tasks of
+                                    group j after gate/up of group j + 1); 0: all gate/up first */
     unsigned long long *trace;   /* wgmma tile: NULL, or (grid x MOK_TRACE_SLOTS): where time goes */
 } MokFwdParams;
 

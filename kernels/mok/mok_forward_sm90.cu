@@ -39,32 +39,70 @@ typedef struct {
     CUtensorMap xr, h, w_gate, w_up, w_down;
 } Sm90FwdMaps;
 
-/* The task behind ticket t: gate/up tasks (mt, 128 columns of I) first, then down (mt, 256 of C). */
+/* The task behind ticket t. Gate/up tasks are (mt, 128 columns of I), down tasks (mt, 256 of C).
+ * The M tiles form groups of G (the last one shorter); the order is gate/up of group 0, then for
+ * j = 1, 2, ..: gate/up of group j, down of group j - 1; then down of the last group. A down task
+ * is claimed after its tiles' gate/up tasks and G * nI more tickets (the host picks G so that those
+ * span a round of the grid: they are done or nearly), and its pushes over NVLink overlap the next
+ * group's gate/up tasks instead of all coming at the end. G >= MT: every gate/up task first. */
 struct Sm90FwdTask {
     int down, mt, nt;
 };
-__device__ __forceinline__ Sm90FwdTask sm90_fwd_task(int t, int n_gu, int nI, int nC) {
+struct Sm90FwdOrder {
+    int MT, G, nI, nC; /* M tiles, tiles a group, gate/up and down tasks per M tile */
+    int total;         /* tasks */
+};
+__device__ __forceinline__ Sm90FwdTask sm90_fwd_task(int t, const Sm90FwdOrder &o) {
+    const int MT = o.MT, G = o.G, nI = o.nI, nC = o.nC;
+    const int n = (MT + G - 1) / G, last = MT - (n - 1) * G;
     Sm90FwdTask k;
-    k.down = t >= n_gu;
-    const int u = k.down ? t - n_gu : t, n = k.down ? nC : nI;
-    k.mt = u / n;
-    k.nt = u - k.mt * n;
+    auto pick = [&](int down, int g, int u) {
+        const int w = down ? nC : nI;
+        k.down = down, k.mt = g * G + u / w, k.nt = u % w;
+    };
+    const int g0 = n > 1 ? G : last;
+    if (t < g0 * nI) {
+        pick(0, 0, t);
+        return k;
+    }
+    int u = t - g0 * nI;
+    const int P = G * (nI + nC), F = n > 2 ? n - 2 : 0; /* full pairs: groups 1 .. n - 2 */
+    if (u < F * P) {
+        const int j = 1 + u / P, v = u % P;
+        if (v < G * nI) pick(0, j, v);
+        else pick(1, j - 1, v - G * nI);
+        return k;
+    }
+    u -= F * P;
+    if (n > 1) { /* gate/up of the last group, down of the one before */
+        if (u < last * nI) {
+            pick(0, n - 1, u);
+            return k;
+        }
+        u -= last * nI;
+        if (u < G * nC) {
+            pick(1, n - 2, u);
+            return k;
+        }
+        u -= G * nC;
+    }
+    pick(1, n - 1, u);
     return k;
 }
 
 /* One thread: tickets -> counters -> TMA loads. */
 template <bool TRACE>
 __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
-                                 int n_gu, int total, int nI, int nC) {
+                                 const Sm90FwdOrder &o) {
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     for (;;) {
         const int t = (int)atomicAdd(p.ticket, 1u);
-        sm90_send_task(wd, sm.bars, tr, t < total ? t : total);
-        if (t >= total) return;
-        const Sm90FwdTask k = sm90_fwd_task(t, n_gu, nI, nC);
+        sm90_send_task(wd, sm.bars, tr, t < o.total ? t : o.total);
+        if (t >= o.total) return;
+        const Sm90FwdTask k = sm90_fwd_task(t, o);
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.down)
-            mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + k.mt, 2u * nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, k.mt);
+            mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + k.mt, 2u * o.nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, k.mt);
         else
             mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.mt, 1u, MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);
         if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.down] += mok_globaltimer() - tw;
@@ -155,7 +193,7 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
 /* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (mok.h). */
 template <bool TRACE>
 __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
-                                                 int n_gu, int total, int nI, int nC) {
+                                                 const Sm90FwdOrder &o) {
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
@@ -167,7 +205,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
     long long t0 = start;
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
-        if (t >= total) {
+        if (t >= o.total) {
             sm90_push_drain();
             break;
         }
@@ -176,7 +214,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
             t1 = mok_globaltimer();
             trace[0] += t1 - t0;
         }
-        const Sm90FwdTask k = sm90_fwd_task(t, n_gu, nI, nC);
+        const Sm90FwdTask k = sm90_fwd_task(t, o);
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
         if (lead) t2 = mok_globaltimer();
@@ -210,26 +248,28 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     extern __shared__ unsigned char smem_raw[];
     const Sm90Smem sm = sm90_setup(smem_raw);
     const Sm90Watch wd = {p.err, p.ticket + 1, p.budget_ns};
-    const int MT = *p.total_mt, nI = (p.I + 127) / 128, nC = (p.C + 255) / 256;
-    const int n_gu = MT * nI, total = MT * (nI + nC);
+    Sm90FwdOrder o;
+    o.MT = *p.total_mt, o.nI = (p.I + 127) / 128, o.nC = (p.C + 255) / 256;
+    o.G = p.group_mt > 0 && p.group_mt < o.MT ? p.group_mt : (o.MT > 0 ? o.MT : 1);
+    o.total = o.MT * (o.nI + o.nC);
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
         unsigned long long *out = TRACE ? p.trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS : nullptr;
         if (threadIdx.x == 0) {
-            if (!p.dispatch_only) sm90_fwd_produce<TRACE>(p, tm, wd, sm, n_gu, total, nI, nC);
+            if (!p.dispatch_only) sm90_fwd_produce<TRACE>(p, tm, wd, sm, o);
             if (TRACE)
                 for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 2; i++) out[i] = sm.bars->trace[i];
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
             const long long t0 = TRACE ? mok_globaltimer() : 0;
-            sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.xr, p.x_off, 0);
+            sm90_dispatch(p, o.MT, &sm.bars->dispatch_mt, p.xr, p.x_off, 0);
             if (TRACE && threadIdx.x == 32) out[MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
         }
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
     if (p.dispatch_only) return;
-    sm90_fwd_consume<TRACE>(p, wd, sm, wg - 1, n_gu, total, nI, nC);
+    sm90_fwd_consume<TRACE>(p, wd, sm, wg - 1, o);
 #else
     asm volatile("trap;");
 #endif

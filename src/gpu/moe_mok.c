@@ -250,6 +250,35 @@ void moe_mok_ep_barrier(MoeMok *m, cudaStream_t stream) {
 
 static void report_watchdog(void *arg);
 
+/* Rounds of the grid a group of the forward's ticket order spans (MokFwdParams.group_mt):
+ * MOKC_MOK_GROUP_ROUNDS (a whole number, 0: every gate/up task first), else 2 where a tile's gate/up
+ * products outlast the dispatch of its rows by 1.3x or more, else 0. Per dispatched row the
+ * products are 4 C I FLOPs and the pulls 2 C bytes, so the ratio is 2 I x (NVLink bytes per s /
+ * tensor FLOPs per s) with the measured 364 GB/s and ~700 TFLOP/s: ~1.04e-3 I. Measured (s7,
+ * docs/perf-notes.md): Kimi-like (I = 2048, 2.1) forward kernel -0.2 ms with 2 rounds; Qwen-like
+ * (I = 768, 0.8) +0.05 ms with 1 or 2 (the down tasks' pushes slow the dispatch its gate/up tasks
+ * wait on), no change with 4. */
+static int group_rounds(const MoeGpuDims *d) {
+    const char *env = getenv("MOKC_MOK_GROUP_ROUNDS");
+    if (env && env[0]) {
+        char *end = NULL;
+        const long r = strtol(env, &end, 10);
+        if (*end != '\0' || r < 0 || r > 64)
+            mokc_die(MOKC_EXIT_USAGE, "set MOKC_MOK_GROUP_ROUNDS to a whole number from 0 to 64, or unset it",
+                     "MOKC_MOK_GROUP_ROUNDS='%s' is not a number of grid rounds", env);
+        return (int)r;
+    }
+    return 1.04e-3 * d->I >= 1.3 ? 2 : 0;
+}
+
+/* The forward's M tiles a group: moe_mok_set_group_mt's, else `group_rounds` rounds of the grid's
+ * gate/up tasks (0: one group). */
+static int forward_group_mt(const MoeMok *m) {
+    if (m->group_mt > 0) return m->group_mt;
+    const int nI = (m->d.I + 127) / 128;
+    return m->group_rounds > 0 ? (m->group_rounds * m->grid + nI - 1) / nI : 0;
+}
+
 /* Trace words of one kernel (MOKC_MOK_TRACE=1): the grid grows with the tile, room for the largest. */
 static size_t trace_region(const MoeMok *m) { return (size_t)m->sms * 4 * MOK_TRACE_SLOTS; }
 
@@ -290,6 +319,7 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
      * one kept as their reference (same bits as the pipelined one). */
     m->tile = chosen_tile(d);
     m->grid = m->sms * mok_blocks_per_sm(m->tile);
+    m->group_rounds = group_rounds(d);
     /* mma.sync: an eighth of the blocks dispatch; wgmma: every block's spare producer warps do */
     int nc = n_comm_blocks > 0 ? n_comm_blocks : m->tile == MOK_TILE_WGMMA ? m->grid : m->grid / 8;
     if (nc < 1) nc = 1;
@@ -466,6 +496,8 @@ void moe_mok_set_tile(MoeMok *m, int tile) {
     if (m->n_comm > nc_max) m->n_comm = nc_max;
 }
 
+void moe_mok_set_group_mt(MoeMok *m, int group_mt) { m->group_mt = group_mt > 0 ? group_mt : 0; }
+
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
     if (budget_s > 0) m->budget_s = budget_s < MOK_MAX_BUDGET_S ? budget_s : MOK_MAX_BUDGET_S;
     m->skip_dispatch = skip_dispatch;
@@ -572,6 +604,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     p.tile = m->tile;
+    p.group_mt = forward_group_mt(m);
     p.trace = m->trace && m->tile == MOK_TILE_WGMMA ? m->trace + trace_region(m) : NULL;
     m->last = p;
     moe_mok_phase_mark(m, 4, stream);

@@ -21,7 +21,8 @@
  * Watchdog: every spin-wait in the kernel is bounded (budget: MOKC_MOK_WATCHDOG_S seconds, default
  * 10, or moe_mok_set_debug); on expiry the kernel fills a host-mapped record and traps;
  * moe_mok_sync prints the record and exits non-zero. Debug: MOKC_MOK_SKIP_DISPATCH=<ep_rank> makes
- * that rank's dispatch blocks do nothing (the watchdog test).
+ * that rank's dispatch blocks do nothing (the watchdog test). Tuning: MOKC_MOK_GROUP_ROUNDS
+ * (moe_mok_set_group_mt).
  * GEMM tile (env MOKC_MOK_TILE=wgmma|mma|simple or moe_mok_set_tile): MOK_TILE_WGMMA (wgmma + TMA,
  * warp-specialised; the default on SM 9.0 with an sm_90a build; C % 8 == 0 and I % 8 == 0) or the
  * mma.sync tiles (any GPU; C % 64 == 0 and I % 64 == 0): MOK_TILE_PIPE (cp.async + ldmatrix) and
@@ -80,6 +81,7 @@ typedef struct {
     double budget_s;            /* watchdog budget per spin-wait */
     int skip_dispatch;          /* debug */
     int tile;                   /* MOK_TILE_* (see above) */
+    int group_rounds, group_mt; /* the forward's ticket order (wgmma tile): see moe_mok_set_group_mt */
     int sms;
     int n_saved;                /* combine-slot regions in the window (one per saved layer), >= 1 used */
     MokSymm *symm;
@@ -157,6 +159,14 @@ void moe_mok_destroy(MoeMok *m);
 
 /* Selects the GEMM tile variant (MOK_TILE_*) and resizes the persistent grid to match. */
 void moe_mok_set_tile(MoeMok *m, int tile);
+
+/* The wgmma forward's ticket order: M tiles in groups of group_mt, the down tasks of group j after
+ * the gate/up tasks of group j + 1, so that the down tasks' pushes overlap gate/up products.
+ * group_mt <= 0: the layer's choice, groups whose gate/up tasks span 2 rounds of the grid where a
+ * tile's gate/up products outlast the dispatch of its rows (large I), else every gate/up task
+ * first; env MOKC_MOK_GROUP_ROUNDS=<rounds> overrides (0: every gate/up task first). Any order
+ * gives the same bits (tests set small groups). */
+void moe_mok_set_group_mt(MoeMok *m, int group_mt);
 
 /* Watchdog budget (seconds) and the skip-dispatch debug switch (this rank). */
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);

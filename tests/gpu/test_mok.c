@@ -283,10 +283,10 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
     moe_mok_destroy(&m);
 }
 
-/* Forward variants: a GEMM tile (-1: the layer's default) and a number of communication blocks
- * (0: the default). */
+/* Forward variants: a GEMM tile (-1: the layer's default), a number of communication blocks
+ * (0: the default) and M tiles a group of the wgmma forward's ticket order (0: the default). */
 typedef struct {
-    int tile, n_comm;
+    int tile, n_comm, group_mt;
 } Variant;
 
 static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
@@ -318,17 +318,19 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     /* The first run of each tile; the two mma.sync tiles share bits, so they share a slot. */
     enum { MAX_TILES = 8 };
     float *first[MAX_TILES] = {0};
-    char first_of[MAX_TILES][96];
+    char first_of[MAX_TILES][128];
     double err_cpu_max = 0;
     for (int v = 0; v < n_vars; v++) {
         MoeMok m;
         moe_mok_create(&m, &P.d, N, NULL, vars[v].n_comm, 0);
         moe_mok_set_debug(&m, 5.0, 0);
         if (vars[v].tile >= 0) moe_mok_set_tile(&m, vars[v].tile);
-        char variant[96];
-        snprintf(variant, sizeof variant, "%stile %d (%s), %d comm blocks", vars[v].tile < 0 ? "default " : "", m.tile,
+        moe_mok_set_group_mt(&m, vars[v].group_mt);
+        char variant[128];
+        snprintf(variant, sizeof variant, "%stile %d (%s), %d comm blocks, groups of %d M tiles",
+                 vars[v].tile < 0 ? "default " : "", m.tile,
                  m.tile == MOK_TILE_SIMPLE ? "simple" : m.tile == MOK_TILE_PIPE ? "pipelined" : "not mma.sync",
-                 m.n_comm);
+                 m.n_comm, vars[v].group_mt);
         const int slot = m.tile == MOK_TILE_SIMPLE ? MOK_TILE_PIPE : m.tile;
         if (slot < 0 || slot >= MAX_TILES) {
             test_fail(__FILE__, __LINE__, "[%s] tile id %d: this test keeps ids below %d", s->label, m.tile, MAX_TILES);
@@ -406,7 +408,9 @@ static const Shape narrow_shapes[] = {
 
 static void test_mok_forward(void) {
     if (!gpu_test_begin()) return;
-    static const Variant vars[] = {{-1, 0}, {-1, 7}, {MOK_TILE_SIMPLE, 0}, {MOK_TILE_SIMPLE, 1}, {MOK_TILE_PIPE, 0}};
+    /* groups of 1 and 3 M tiles: the interleaved ticket order (the default shapes here make one group) */
+    static const Variant vars[] = {{-1, 0, 0}, {-1, 7, 0}, {-1, 0, 1}, {-1, 7, 3}, {MOK_TILE_SIMPLE, 0, 0},
+                                   {MOK_TILE_SIMPLE, 1, 0}, {MOK_TILE_PIPE, 0, 0}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const MoeDims cd = shape_dims(&shapes[i]);
         const MoeGpuDims d = moe_ref_gpu_dims(&cd);
@@ -418,7 +422,7 @@ static void test_mok_forward(void) {
 static void test_mok_narrow_widths(void) {
     if (!gpu_test_begin()) return;
     /* The default tile only: the mma.sync tiles need multiples of 64. */
-    static const Variant vars[] = {{-1, 0}, {-1, 1}};
+    static const Variant vars[] = {{-1, 0, 0}, {-1, 1, 2}};
     static char skipped[512]; /* test_skip keeps the pointer */
     snprintf(skipped, sizeof skipped, "moe_mok_supported says no to");
     const size_t intro = strlen(skipped);
