@@ -309,10 +309,10 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
     if (tok)
-        sm90_prepare(gemm_sm90_tok_kernel, SM90_BM, "token-side grouped GEMM", TOK_SMEM_BYTES, TOK_THREADS,
+        sm90_prepare(gemm_sm90_tok_kernel, SM90_BM, "gemm_sm90_grouped_tok", TOK_SMEM_BYTES, TOK_THREADS,
                      TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128));
-    else if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "GEMM with RoPE");
-    else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "grouped GEMM");
+    else if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "gemm_sm90_rope");
+    else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "gemm_sm90_grouped");
     int dev = 0, sms = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

@@ -415,8 +415,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
 extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStream_t stream) {
     const MokBwdParams &p = *pin;
-    if (p.trace) sm90_prepare(mok_backward_sm90_kernel<true>, p.tile_m, "backward (traced)");
-    else sm90_prepare(mok_backward_sm90_kernel<false>, p.tile_m, "backward");
+    if (p.trace) sm90_prepare(mok_backward_sm90_kernel<true>, p.tile_m, "megakernel backward (traced)");
+    else sm90_prepare(mok_backward_sm90_kernel<false>, p.tile_m, "megakernel backward");
     cudaCheck(cudaMemsetAsync(p.arrive, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p.dpg_done, 0, (size_t)p.mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p.ticket, 0, 3 * sizeof(unsigned), stream));

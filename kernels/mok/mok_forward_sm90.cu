@@ -297,8 +297,8 @@ extern "C" int mok_sm90_blocks_per_sm(void) { return 1; }
 
 extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaStream_t stream) {
     const MokFwdParams &p = *pin;
-    if (p.trace) sm90_prepare(mok_forward_sm90_kernel<true>, p.tile_m, "wgmma tile (traced)");
-    else sm90_prepare(mok_forward_sm90_kernel<false>, p.tile_m, "wgmma tile");
+    if (p.trace) sm90_prepare(mok_forward_sm90_kernel<true>, p.tile_m, "megakernel forward (traced)");
+    else sm90_prepare(mok_forward_sm90_kernel<false>, p.tile_m, "megakernel forward");
     if (p.trace) cudaCheck(cudaMemsetAsync(p.trace, 0, (size_t)grid * MOK_TRACE_SLOTS * 8, stream));
     Sm90FwdMaps tm;
     sm90_encode(&tm.xr, p.xr, 2, p.C, p.R_max, 1, SM90_BM);

@@ -375,14 +375,14 @@ __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_mt, bf1
 /* Host, before a launch of a Hopper kernel on this pipeline: its shared-memory limit (smem_bytes)
  * raised once per kernel, its register count checked against the setmaxnreg split of its threads
  * (regs_split, for the whole block), and the schedule's M tile checked (the megakernels compute
- * 128-row tiles; the standalone GEMMs pass SM90_BM). */
+ * 128-row tiles; the standalone GEMMs pass SM90_BM). who names the kernel in the messages. */
 template <class Kernel>
 static void sm90_prepare(Kernel kernel, int tile_m, const char *who, int smem_bytes = SM90_SMEM_BYTES,
                          int threads = SM90_THREADS, int regs_split = SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256) {
     static const void *done[8]; /* kernels of one signature share this instantiation */
     int i = 0;
     while (i < 8 && done[i] && done[i] != (const void *)kernel) i++;
-    if (i == 8) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: too many Hopper kernels of one signature (internal)");
+    if (i == 8) mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: more than 8 Hopper kernels of one signature (internal)", who);
     if (!done[i]) {
         cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
         /* setmaxnreg waits, unbounded, until the block's registers cover the split (regs_split for
@@ -390,12 +390,12 @@ static void sm90_prepare(Kernel kernel, int tile_m, const char *who, int smem_by
         cudaFuncAttributes a;
         cudaCheck(cudaFuncGetAttributes(&a, kernel));
         if (a.numRegs * threads < regs_split)
-            mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s kernel has %d registers a thread, too few for its "
+            mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: the kernel has %d registers a thread, too few for its "
                      "setmaxnreg split (internal)", who, a.numRegs);
         done[i] = (const void *)kernel;
     }
     if (tile_m != SM90_BM)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: the %s needs tile_m = %d, not %d (internal)", who, SM90_BM, tile_m);
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: needs tile_m = %d, not %d (internal)", who, SM90_BM, tile_m);
 }
 
 #endif
