@@ -1,8 +1,8 @@
 /*
  * The megakernel forward with the Hopper tile: wgmma + TMA, warp-specialised (sm_90a). Same
  * protocol as the mma.sync kernel (mok.h): M tiles of an expert's rows, arrival counters, the
- * monotonic ticket in topological order (every gate/up task before every down task), down outputs
- * pushed to the source rank's combine slot. What differs:
+ * monotonic ticket in topological order (every gate/up task of an M tile before its down tasks;
+ * grouped: sm90_fwd_task), down outputs pushed to the source rank's combine slot. What differs:
  *  - M tiles of 128 rows (tile_m = 128), tasks of 128 x 256: every weight byte brought into shared
  *    memory serves 128 rows (the layer is bound by L2 -> SM traffic: 64 x 256 tasks measured 2.17 ms
  *    at E=128 H=2048 I=768, 5.8 TB/s of tile loads).
@@ -42,9 +42,10 @@ typedef struct {
 /* The task behind ticket t. Gate/up tasks are (mt, 128 columns of I), down tasks (mt, 256 of C).
  * The M tiles form groups of G (the last one shorter); the order is gate/up of group 0, then for
  * j = 1, 2, ..: gate/up of group j, down of group j - 1; then down of the last group. A down task
- * is claimed after its tiles' gate/up tasks and G * nI more tickets (the host picks G so that those
- * span a round of the grid: they are done or nearly), and its pushes over NVLink overlap the next
- * group's gate/up tasks instead of all coming at the end. G >= MT: every gate/up task first. */
+ * is claimed after its tiles' gate/up tasks and the next group's (G * nI tickets, fewer for the
+ * last group; the host picks G so that they span rounds of the grid: the tiles' gate/up tasks are
+ * done or nearly), and its pushes over NVLink overlap the next group's gate/up tasks instead of
+ * all coming at the end. G >= MT: every gate/up task first. */
 struct Sm90FwdTask {
     int down, mt, nt;
 };
@@ -157,8 +158,8 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     laps.lap(1);
     /* each thread rewrites the pairs its accumulators staged (conflict-free, as sm90_stage), four
      * chunks at a time: their loads first (the compiler keeps a load after an earlier store to the
-     * same staging), and no more at once (the accumulators stay live: the next task's wgmma reads
-     * them) */
+     * same staging), and no more at once (the accumulators stay live: the wgmma asm takes them as
+     * read-write operands, though the next task's first product overwrites them) */
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
     for (int i0 = 0; i0 < 16; i0 += 4) {

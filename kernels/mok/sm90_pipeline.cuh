@@ -53,7 +53,7 @@ struct Sm90BarsT {
     uint64_t task_full[2], task_empty[2];
     int task[2];
     int dispatch_mt; /* the dispatch warps' current M tile */
-    unsigned long long trace[MOK_TRACE_SLOTS]; /* the backward's trace (mok.h), written out at the end */
+    unsigned long long trace[MOK_TRACE_SLOTS]; /* the kernel's trace (mok.h), written out at the end */
 };
 typedef Sm90BarsT<SM90_STAGES> Sm90Bars;
 
@@ -241,7 +241,8 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
 /* Consumer w's staging (SM90_STG_ELEMS at sm.stg + w * SM90_STG_ELEMS), used two ways. Half tiles
  * (sm90_stage): 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7) (conflict-free
  * for the accumulator's writes and the row-wise 16-byte reads); a half tile fills half of the
- * staging, and the backward's dgrad epilogue uses both halves in turn. Whole rows
+ * staging; the backward's dgrad epilogue uses both halves in turn, the forward's gate/up one both
+ * at once (pre_gate, pre_up). Whole rows
  * (sm90_push_rows): 64 rows of 256 columns at pitch SM90_STG_PITCH, each row read by one bulk
  * copy. */
 __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r, int c) {
