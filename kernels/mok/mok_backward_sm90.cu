@@ -165,10 +165,8 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                                                     __nv_bfloat16 *stg_base, int w, int mt, int nt,
                                                     unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
-    int el, r0, nrows;
-    mok_tile_rows(p, mt, el, r0, nrows);
-    r0 += 64 * w;
-    nrows -= 64 * w;
+    int r0, nrows;
+    sm90_consumer_rows(p, w, mt, r0, nrows);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
     sm90_staging_acquire(w);
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
@@ -347,9 +345,9 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             if (k.kind == BWD_DGRAD) {
                 sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, lead ? trace : nullptr);
             } else {
-                int el, r0, nrows;
-                mok_tile_rows(p, k.idx, el, r0, nrows);
-                sm90_push_rows(p, acc, stg, w, r0 + 64 * w, nrows - 64 * w, k.ni * 256, p.y_off);
+                int r0, nrows;
+                sm90_consumer_rows(p, w, k.idx, r0, nrows);
+                sm90_push_rows(p, acc, stg, w, r0, nrows, k.ni * 256, p.y_off);
             }
         } else {
             int rs, cnt;

@@ -141,10 +141,8 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
                                                      __nv_bfloat16 *stg, int w, int mt, int nt,
                                                      unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
-    int el, r0, nrows;
-    mok_tile_rows(p, mt, el, r0, nrows);
-    r0 += 64 * w;
-    nrows -= 64 * w;
+    int r0, nrows;
+    sm90_consumer_rows(p, w, mt, r0, nrows);
     const int col0 = nt * 128;
     __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
@@ -220,9 +218,9 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
         if (lead) t2 = mok_globaltimer();
         if (k.down) {
-            int el, r0, nrows;
-            mok_tile_rows(p, k.mt, el, r0, nrows);
-            sm90_push_rows(p, acc, stg, w, r0 + 64 * w, nrows - 64 * w, k.nt * 256, p.y_off);
+            int r0, nrows;
+            sm90_consumer_rows(p, w, k.mt, r0, nrows);
+            sm90_push_rows(p, acc, stg, w, r0, nrows, k.nt * 256, p.y_off);
         } else {
             sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt, lead ? trace : nullptr);
         }

@@ -238,6 +238,16 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
     mok_mbar_arrive(&sm.bars->empty[prev]);
 }
 
+/* Consumer w's rows of M tile mt: the first local row and how many are valid (<= 0 when the tile
+ * ends before them). */
+template <class P>
+__device__ __forceinline__ void sm90_consumer_rows(const P &p, int w, int mt, int &r0, int &nrows) {
+    int el;
+    mok_tile_rows(p, mt, el, r0, nrows);
+    r0 += 64 * w;
+    nrows -= 64 * w;
+}
+
 /* Consumer w's staging (SM90_STG_ELEMS at sm.stg + w * SM90_STG_ELEMS), used two ways. Half tiles
  * (sm90_stage): 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7) (conflict-free
  * for the accumulator's writes and the row-wise 16-byte reads); a half tile fills half of the
