@@ -26,6 +26,8 @@ int dist_launcher_rank(void) {
     return 0;
 }
 
+int dist_pre_init_exit(int code) { return dist_launcher_rank() == 0 ? code : 0; }
+
 void dist_init(Dist *d, int *argc, char ***argv) {
     memset(d, 0, sizeof *d);
     int inited = 0;

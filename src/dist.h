@@ -22,6 +22,12 @@ typedef struct {
 /* The rank the launcher (mpirun, srun, PMI) gave this process, read from the environment before
  * MPI starts; 0 when not launched as a job. */
 int dist_launcher_rank(void);
+
+/* The exit status of this rank for a problem every rank found before MPI starts (bad arguments
+ * or spec) and the launcher's rank 0 reported: `code` there; 0 elsewhere, because a non-zero exit
+ * makes the launcher abort the job at once and can kill rank 0 before it has printed (seen under
+ * CI's load). The job still fails, with rank 0's status. */
+int dist_pre_init_exit(int code);
 /* MPI_Init (if not yet) and the node-local rank. Groups are made by dist_make_groups. */
 void dist_init(Dist *dist, int *argc, char ***argv);
 /* Splits the world into EP and DP groups. Returns false (with a message naming the sizes that

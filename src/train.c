@@ -283,13 +283,13 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     int n_sets;
     parse_args(argc, argv, help, &spec, &sets, &n_sets);
     /* Every rank reads the same spec and finds the same problems: report them before MPI starts,
-     * once, from the rank the launcher calls 0. */
+     * once, from the rank the launcher calls 0 (dist_pre_init_exit: it alone fails). */
     ConfigErrors errors;
     if (!config_load(spec, sets, n_sets, &tr->cfg, &errors)) {
         if (dist_launcher_rank() == 0) config_errors_print(&errors, spec, stderr);
         config_errors_free(&errors);
         free(sets);
-        exit(MOKC_EXIT_USAGE);
+        exit(dist_pre_init_exit(MOKC_EXIT_USAGE));
     }
     free(sets);
     dist_init(&tr->dist, &argc, &argv);

@@ -60,7 +60,7 @@ static int usage(const char *fmt, const char *arg) {
         fprintf(stderr, fmt, arg);
         fprintf(stderr, "\n\n%s", bench_help);
     }
-    return MOKC_EXIT_USAGE;
+    return dist_pre_init_exit(MOKC_EXIT_USAGE);
 }
 
 static int parse_int(const char *s, int lo, int *out) {
@@ -712,7 +712,7 @@ int cmd_bench(int argc, char **argv) {
     if (!config_load(args.config, args.sets, args.n_sets, &cfg, &errors)) {
         if (dist_launcher_rank() == 0) config_errors_print(&errors, args.config, stderr);
         config_errors_free(&errors);
-        return MOKC_EXIT_USAGE;
+        return dist_pre_init_exit(MOKC_EXIT_USAGE);
     }
     if (cfg.moe.num_experts <= 0) return usage("%s has no MoE layer (moe.num_experts = 0)", args.config);
     setenv("NCCL_NVLS_ENABLE", "0", 0); /* never NVLink multicast on shared machines */
