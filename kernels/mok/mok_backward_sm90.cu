@@ -321,29 +321,22 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     const int total = bwd_total(p, MT);
     /* the trace's timekeeper: one thread of consumer 0 (mok.h: MOK_TRACE_SLOTS) */
-    const bool lead = TRACE && w == 0 && (threadIdx.x & 127) == 0;
-    unsigned long long *trace = sm.bars->trace;
-    long long t0 = lead ? mok_globaltimer() : 0;
+    Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
         if (t >= total) {
             sm90_push_drain();
             break;
         }
+        clock.arrived();
         const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
-        long long t1 = 0;
-        if (lead) {
-            t1 = mok_globaltimer();
-            trace[0] += t1 - t0;
-        }
         const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
         const size_t CI = (size_t)p.C * p.I;
-        long long t2 = 0;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             sm90_mma<0, 0>(acc, wd, sm, sr, w, k.kind == BWD_DGRAD ? KBc : 2 * KBi, 64, t);
-            if (lead) t2 = mok_globaltimer();
+            clock.mma_done();
             if (k.kind == BWD_DGRAD) {
-                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, lead ? trace : nullptr);
+                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
             } else {
                 int r0, nrows;
                 sm90_consumer_rows(p, w, k.idx, r0, nrows);
@@ -353,12 +346,12 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             int rs, cnt;
             sm90_expert_rows(p, k.idx, rs, cnt);
             if (cnt == 0 && !p.overwrite) {
-                if (lead) t0 = mok_globaltimer();
+                clock.skipped();
                 continue;
             }
             const int KB = (cnt + SM90_BK - 1) / SM90_BK;
             if (cnt > 0) sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
-            if (lead) t2 = mok_globaltimer();
+            clock.mma_done();
             if (tm.g_tma && k.kind == BWD_WDOWN)
                 sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, &tm.g_down, &tm.g_down, 256, k.ni * 256, k.idx, stg);
             else if (tm.g_tma)
@@ -370,18 +363,9 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.C, p.g_gate + k.idx * CI,
                                     p.g_up + k.idx * CI, 128, k.ni * 128, p.I);
         }
-        if (lead) {
-            t0 = mok_globaltimer();
-            trace[1 + 3 * k.kind] += 1;
-            trace[2 + 3 * k.kind] += t2 - t1;
-            trace[3 + 3 * k.kind] += t0 - t2;
-        }
+        clock.done(k.kind);
     }
-    if (lead) {
-        for (int i = 0; i < MOK_TRACE_PRODUCER; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
-        for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++)
-            p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = trace[i];
-    }
+    clock.write_out(p.trace, 4);
 }
 
 /* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */

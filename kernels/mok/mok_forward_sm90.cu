@@ -189,7 +189,7 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     laps.lap(3);
 }
 
-/* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (mok.h). */
+/* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (Sm90TaskClock). */
 template <bool TRACE>
 __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
                                                  const Sm90FwdOrder &o) {
@@ -198,45 +198,29 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
     Sm90Ring sr = {0, 0}, tr = {0, 0};
-    const bool lead = TRACE && w == 0 && (threadIdx.x & 127) == 0;
-    unsigned long long *trace = sm.bars->trace;
-    const long long start = lead ? mok_globaltimer() : 0;
-    long long t0 = start;
+    Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
         const int t = sm90_recv_task(wd, sm.bars, tr);
         if (t >= o.total) {
             sm90_push_drain();
             break;
         }
-        long long t1 = 0, t2 = 0;
-        if (lead) {
-            t1 = mok_globaltimer();
-            trace[0] += t1 - t0;
-        }
+        clock.arrived();
         const Sm90FwdTask k = sm90_fwd_task(t, o);
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
-        if (lead) t2 = mok_globaltimer();
+        clock.mma_done();
         if (k.down) {
             int r0, nrows;
             sm90_consumer_rows(p, w, k.mt, r0, nrows);
             sm90_push_rows(p, acc, stg, w, r0, nrows, k.nt * 256, p.y_off);
         } else {
-            sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt, lead ? trace : nullptr);
+            sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt, clock.epilogue_trace());
         }
-        if (lead) {
-            t0 = mok_globaltimer();
-            trace[1 + 3 * k.down] += 1;
-            trace[2 + 3 * k.down] += t2 - t1;
-            trace[3 + 3 * k.down] += t0 - t2;
-        }
+        clock.done(k.down);
     }
-    if (lead) {
-        unsigned long long *out = p.trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;
-        for (int i = 0; i < 7; i++) out[i] = trace[i];
-        for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++) out[i] = trace[i];
-        out[MOK_TRACE_FWD_SPAN] = mok_globaltimer() - start;
-    }
+    clock.write_out(p.trace, 2);
+    if (clock.on) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN] = mok_globaltimer() - clock.start;
 }
 
 /* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */

@@ -18,12 +18,11 @@
  * accumulator count from its array (gemm_sm90.cu's token-side tile: 512 threads, three consumers
  * of m64n176, four stages of 24 + 22 KB).
  */
-#include <type_traits>
-
 #ifndef MOKC_KERNELS_MOK_SM90_PIPELINE_CUH
 #define MOKC_KERNELS_MOK_SM90_PIPELINE_CUH
 
 #include <cuda_bf16.h>
+#include <type_traits>
 
 #include "mok.h"
 #include "mok_protocol.cuh"
@@ -142,6 +141,45 @@ struct Sm90Laps {
     }
 };
 
+/* The traced builds' timekeeping of a consumer's tasks (mok.h's trace slots), kept by one thread
+ * of consumer 0 (on; for the others, and in the untraced builds, every call does nothing):
+ * arrived() when a task comes (the wait since the last one into [0]), mma_done() after its main
+ * loop, done(kind) after its epilogue, skipped() after a task without work; epilogue_trace() is
+ * Sm90Laps's argument; write_out() copies the slots of n_kinds kinds and the epilogue's sections
+ * to the block's record in `trace`. */
+struct Sm90TaskClock {
+    bool on;
+    unsigned long long *tr; /* the block's slots in shared memory */
+    long long start, t0, t1, t2;
+    __device__ __forceinline__ Sm90TaskClock(bool on_, unsigned long long *tr_)
+        : on(on_), tr(tr_), start(on_ ? mok_globaltimer() : 0), t0(start), t1(0), t2(0) {}
+    __device__ __forceinline__ void arrived() {
+        if (!on) return;
+        t1 = mok_globaltimer();
+        tr[0] += t1 - t0;
+    }
+    __device__ __forceinline__ void mma_done() {
+        if (on) t2 = mok_globaltimer();
+    }
+    __device__ __forceinline__ void skipped() {
+        if (on) t0 = mok_globaltimer();
+    }
+    __device__ __forceinline__ void done(int kind) {
+        if (!on) return;
+        t0 = mok_globaltimer();
+        tr[1 + 3 * kind] += 1;
+        tr[2 + 3 * kind] += t2 - t1;
+        tr[3 + 3 * kind] += t0 - t2;
+    }
+    __device__ __forceinline__ unsigned long long *epilogue_trace() const { return on ? tr : nullptr; }
+    __device__ __forceinline__ void write_out(unsigned long long *trace, int n_kinds) const {
+        if (!on) return;
+        unsigned long long *out = trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;
+        for (int i = 0; i < 1 + 3 * n_kinds; i++) out[i] = tr[i];
+        for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++) out[i] = tr[i];
+    }
+};
+
 /* A position in a ring of n slots and the parity of its current lap. */
 struct Sm90Ring {
     int slot;
@@ -252,9 +290,8 @@ __device__ __forceinline__ void sm90_consumer_rows(const P &p, int w, int mt, in
  * (sm90_stage): 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7) (conflict-free
  * for the accumulator's writes and the row-wise 16-byte reads); a half tile fills half of the
  * staging; the backward's dgrad epilogue uses both halves in turn, the forward's gate/up one both
- * at once (pre_gate, pre_up). Whole rows
- * (sm90_push_rows): 64 rows of 256 columns at pitch SM90_STG_PITCH, each row read by one bulk
- * copy. */
+ * at once (pre_gate, pre_up). Whole rows (sm90_push_rows): 64 rows of 256 columns at pitch
+ * SM90_STG_PITCH, each row read by one bulk copy. */
 __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r, int c) {
     return stg + r * 128 + ((c ^ (r & 7)) << 3);
 }

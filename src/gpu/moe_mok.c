@@ -4,6 +4,7 @@
  */
 #include "gpu/moe_mok.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,11 +443,10 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
         unsigned long long *h = mallocCheck((size_t)G * MOK_TRACE_SLOTS * sizeof *h);
         cudaCheck(cudaMemcpy(h, m->trace + (fwd ? trace_region(m) : 0), (size_t)G * MOK_TRACE_SLOTS * sizeof *h,
                              cudaMemcpyDeviceToHost));
-        double s[MOK_TRACE_SLOTS] = {0}, span_max = 0;
+        double s[MOK_TRACE_SLOTS] = {0}, span_max = 0; /* the forward's last block */
         for (int b = 0; b < G; b++) {
             for (int i = 0; i < MOK_TRACE_SLOTS; i++) s[i] += (double)h[(size_t)b * MOK_TRACE_SLOTS + i];
-            const double span = (double)h[(size_t)b * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN];
-            if (span > span_max) span_max = span;
+            if (fwd) span_max = fmax(span_max, (double)h[(size_t)b * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN]);
         }
         free(h);
         fprintf(stderr, "mok %s trace, ep_rank %d, %d blocks (ms per block; us per task):\n  waiting for tasks %.3f ms\n",
