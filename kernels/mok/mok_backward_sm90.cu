@@ -352,16 +352,16 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             const int KB = (cnt + SM90_BK - 1) / SM90_BK;
             if (cnt > 0) sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
             clock.mma_done();
-            if (tm.g_tma && k.kind == BWD_WDOWN)
-                sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, &tm.g_down, &tm.g_down, 256, k.ni * 256, k.idx, stg);
-            else if (tm.g_tma)
-                sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, &tm.g_gate, &tm.g_up, 128, k.ni * 128, k.idx, stg);
-            else if (k.kind == BWD_WDOWN)
-                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.I, p.g_down + k.idx * CI,
-                                    p.g_down + k.idx * CI, 256, k.ni * 256, p.C);
+            /* wdown: 256 columns of g_down; wgu: 128 of g_gate, then the same 128 of g_up */
+            const bool down = k.kind == BWD_WDOWN;
+            const int split = down ? 256 : 128;
+            if (tm.g_tma)
+                sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, down ? &tm.g_down : &tm.g_gate,
+                                        down ? &tm.g_down : &tm.g_up, split, k.ni * split, k.idx, stg);
             else
-                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, p.C, p.g_gate + k.idx * CI,
-                                    p.g_up + k.idx * CI, 128, k.ni * 128, p.I);
+                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
+                                    (down ? p.g_down : p.g_gate) + k.idx * CI, (down ? p.g_down : p.g_up) + k.idx * CI,
+                                    split, k.ni * split, down ? p.C : p.I);
         }
         clock.done(k.kind);
     }
