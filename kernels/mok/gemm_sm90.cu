@@ -6,7 +6,7 @@
  * B N-major), then store their half of the tile through the staging. Producer and consumers walk the same fixed tile sequence
  * (t = blockIdx.x, + gridDim.x, ...): no ticket and no task ring.
  *
- * The token-side tiles (gemm_sm90_grouped_tok, groups of at most TOK_N = 176 rows: an expert's
+ * The token-side tiles (gemm_sm90_grouped_tok, groups of at most 176 rows: an expert's
  * tokens) compute C^T = B^T A^T: a tile is TOK_BN = 192 columns of B (wgmma's M, three consumer
  * warpgroups of 64, B panels N-major: sm90_mma<1, 0>) by every row of the group (wgmma's N = 176,
  * one K-major box of M rounded up to 8 rows). Each slice of B is read once per group, and the
@@ -61,24 +61,22 @@ __device__ __forceinline__ GemmTile gemm_tile(const GemmSm90Params &p, int t) {
 
 /* ---- token-side tiles ---- */
 
-#define TOK_N 176                        /* rows of a group a tile covers (wgmma's N) */
 #define TOK_BN 192                       /* columns of B a tile: three consumers of 64 */
 #define TOK_STAGES 4
 #define TOK_THREADS 512
 #define TOK_A_BYTES (3 * SM90_PANEL_BYTES) /* 192 columns of B x 64 K, N-major panels */
-#define TOK_B_BYTES (TOK_N * SM90_BK * 2)  /* 176 rows of A x 64 K, K-major */
 #define TOK_PRODUCER_REGS 40
-#define TOK_CONSUMER_REGS 152 /* 88 accumulators; 40 x 128 + 152 x 384 <= 65536 */
-#define TOK_SMEM_BYTES \
-    (1024 + TOK_STAGES * (TOK_A_BYTES + TOK_B_BYTES) + (int)sizeof(Sm90BarsT<TOK_STAGES>))
-static_assert(TOK_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
-static_assert(TOK_A_BYTES % 1024 == 0 && TOK_B_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's alignment");
+#define TOK_CONSUMER_REGS 152 /* 88 or 96 accumulators; 40 x 128 + 152 x 384 <= 65536 */
 
-/* The token-side kernel's shared memory (sm90_setup carves it): its stage geometry for sm90_mma,
- * no staging. */
+/* The token-side kernel's shared memory (sm90_setup carves it) for tiles of TN rows of a group
+ * (wgmma's N: 176 or 192): its stage geometry for sm90_mma, no staging. */
+template <int TN>
 struct GemmTokSmem {
-    static constexpr int STAGES = TOK_STAGES, A_BYTES = TOK_A_BYTES, B_BYTES = TOK_B_BYTES;
+    static constexpr int STAGES = TOK_STAGES, A_BYTES = TOK_A_BYTES, B_BYTES = TN * SM90_BK * 2;
     static constexpr int STAGING_BYTES = 0, CONSUMERS = (TOK_THREADS - 128) / 128;
+    static constexpr int BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + (int)sizeof(Sm90BarsT<TOK_STAGES>);
+    static_assert(BYTES <= 227 * 1024, "shared memory of one block");
+    static_assert(A_BYTES % 1024 == 0 && B_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's alignment");
     unsigned char *a, *b;
     Sm90BarsT<TOK_STAGES> *bars;
 };
@@ -94,8 +92,9 @@ __device__ __forceinline__ GemmTile gemm_tile_tok(const GemmSm90Params &p, int t
 }
 
 /* Stages: the tile's B panels (those inside N) into A's slot, the group's rows8 rows into B's. */
+template <int TN>
 __device__ void gemm_produce_tok(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
-                                 const GemmTokSmem &sm) {
+                                 const GemmTokSmem<TN> &sm) {
     Sm90Ring sr = {0, 0};
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
@@ -108,19 +107,20 @@ __device__ void gemm_produce_tok(const GemmSm90Params &p, const GemmSm90Maps &tm
             for (int j = 0; j < panels; j++)
                 mok_tma_load_3d(sm.a + s * TOK_A_BYTES + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j,
                                 kb * SM90_BK, k.g);
-            mok_tma_load_3d(sm.b + s * TOK_B_BYTES, &tm.a, full, kb * SM90_BK, 0, k.g);
+            mok_tma_load_3d(sm.b + s * GemmTokSmem<TN>::B_BYTES, &tm.a, full, kb * SM90_BK, 0, k.g);
         }
     }
 }
 
 /* Consumer w's 64 columns (from k.n0 + 64w) x the group's M rows, from registers: acc[4i + e] is
  * column 16 (warp % 4) + lane / 4 + 8 (e >= 2) of the 64 and row 8i + 2 (lane % 4) + (e & 1). */
-__device__ __forceinline__ void gemm_store_tok(const GemmSm90Params &p, const float (&acc)[88], int w,
+template <int TN>
+__device__ __forceinline__ void gemm_store_tok(const GemmSm90Params &p, const float (&acc)[TN / 2], int w,
                                                const GemmTile &k) {
     const int tid = threadIdx.x & 127, n = k.n0 + 64 * w + 16 * (tid >> 5) + ((tid & 31) >> 2), m2 = 2 * (tid & 3);
     __nv_bfloat16 *c = p.c + (size_t)k.g * p.M * p.N;
 #pragma unroll
-    for (int i = 0; i < TOK_N / 8; i++) {
+    for (int i = 0; i < TN / 8; i++) {
         if (8 * i >= p.M) break;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
@@ -130,11 +130,12 @@ __device__ __forceinline__ void gemm_store_tok(const GemmSm90Params &p, const fl
     }
 }
 
+template <int TN>
 __global__ void __launch_bounds__(TOK_THREADS, 1)
     gemm_sm90_tok_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
-    const GemmTokSmem sm = sm90_setup<GemmTokSmem>(smem_raw);
+    const GemmTokSmem<TN> sm = sm90_setup<GemmTokSmem<TN>>(smem_raw);
     const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
@@ -143,15 +144,15 @@ __global__ void __launch_bounds__(TOK_THREADS, 1)
         return;
     }
     mok_setmaxnreg_inc<TOK_CONSUMER_REGS>();
-    float acc[88];
+    float acc[TN / 2];
 #pragma unroll
-    for (int i = 0; i < 88; i++) acc[i] = 0.0f;
+    for (int i = 0; i < TN / 2; i++) acc[i] = 0.0f;
     Sm90Ring sr = {0, 0};
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile_tok(p, t);
         sm90_mma<1, 0>(acc, wd, sm, sr, wg - 1, KB, 64, t);
-        gemm_store_tok(p, acc, wg - 1, k);
+        gemm_store_tok<TN>(p, acc, wg - 1, k);
     }
 #else
     asm volatile("trap;");
@@ -295,22 +296,26 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
     return *why == NULL;
 }
 
-/* Every entry point: the shape checked, the kernel launched (rope: NULL or the table; tok: the
- * token-side tiles). */
+/* Every entry point: the shape checked, the kernel launched (rope: NULL or the table; tok: 0, or
+ * the token-side tiles' rows, 176 or 192). */
 static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                         const float *rope, int T, int D, cudaStream_t stream) {
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
-    if (tok && (M > TOK_N || (long)G * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX))
+    if (tok && (M > tok || (long)G * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX))
         mokc_die(MOKC_EXIT_RUNTIME, NULL,
                  "gemm_sm90_grouped_tok: %d x (%d x %d): more than %d rows a group or 2^31 tiles (internal)", G, M, N,
-                 TOK_N);
+                 tok);
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
-    if (tok)
-        sm90_prepare(gemm_sm90_tok_kernel, SM90_BM, "gemm_sm90_grouped_tok", TOK_SMEM_BYTES, TOK_THREADS,
-                     TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128));
+    const int tok_regs = TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128);
+    if (tok == 176)
+        sm90_prepare(gemm_sm90_tok_kernel<176>, SM90_BM, "gemm_sm90_grouped_tok", GemmTokSmem<176>::BYTES, TOK_THREADS,
+                     tok_regs);
+    else if (tok)
+        sm90_prepare(gemm_sm90_tok_kernel<192>, SM90_BM, "gemm_sm90_grouped_tok192", GemmTokSmem<192>::BYTES,
+                     TOK_THREADS, tok_regs);
     else if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "gemm_sm90_rope");
     else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "gemm_sm90_grouped");
     int dev = 0, sms = 0;
@@ -342,7 +347,8 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     p.tiles = G * p.mt * p.nt;
     p.rows8 = rows8;
     const int grid = min(sms, p.tiles);
-    if (tok) gemm_sm90_tok_kernel<<<grid, TOK_THREADS, TOK_SMEM_BYTES, stream>>>(p, tm);
+    if (tok == 176) gemm_sm90_tok_kernel<176><<<grid, TOK_THREADS, GemmTokSmem<176>::BYTES, stream>>>(p, tm);
+    else if (tok) gemm_sm90_tok_kernel<192><<<grid, TOK_THREADS, GemmTokSmem<192>::BYTES, stream>>>(p, tm);
     else if (rope) gemm_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     else gemm_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
@@ -355,7 +361,12 @@ extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, i
 
 extern "C" void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                       cudaStream_t stream) {
-    gemm_launch(1, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(176, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+}
+
+extern "C" void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                         cudaStream_t stream) {
+    gemm_launch(192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why) {

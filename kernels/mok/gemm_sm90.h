@@ -43,6 +43,12 @@ void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M
 void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                            cudaStream_t stream);
 
+/* The same with tiles of 192 rows (m64n192, 96 accumulators a thread): groups of at most 192 rows.
+ * Under routing an expert's rows spread (Kimi-like: mean 171, sd 13): 192 covers 95 % of them in
+ * one tile where 176 covers 67 %. */
+void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                              cudaStream_t stream);
+
 /* C = A @ B (one group, M x K by K x N) with the rotary embedding applied to C's rows in the
  * epilogue: row m is position m % T (rows are (batch, position)), C's
  * columns are heads of D, the table is rope.h's (gpu_rope_table_init: cos, sin of T x D). The

@@ -231,7 +231,7 @@ __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char
     sm90_named_sync(4, 256);
 }
 
-/* One 16-wide K step of a consumer: acc (+)= A (64 x 16, desc a) @ B (16 x 256 or 176, desc b). */
+/* One 16-wide K step of a consumer: acc (+)= A (64 x 16, desc a) @ B (16 x 256, 176 or 192, desc b). */
 template <int TA, int TB>
 __device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[128], uint64_t a, uint64_t b, int scale_d) {
     mok_wgmma_m64n256k16<TA, TB>(acc, a, b, scale_d);
@@ -240,10 +240,14 @@ template <int TA, int TB>
 __device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[88], uint64_t a, uint64_t b, int scale_d) {
     mok_wgmma_m64n176k16<TA, TB>(acc, a, b, scale_d);
 }
+template <int TA, int TB>
+__device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[96], uint64_t a, uint64_t b, int scale_d) {
+    mok_wgmma_m64n192k16<TA, TB>(acc, a, b, scale_d);
+}
 
 /* Consumer w's main loop over KB blocks of K: acc = A @ B. TA / TB: A M-major / B N-major (else
  * K-major). k_tail (MN-major operands with Sm90Smem's stages only): valid K lines of the last
- * block, 64 when full. N: the accumulator count, 128 (B 256 wide) or 88 (176). Smem: the stage
+ * block, 64 when full. N: the accumulator count, 128 (B 256 wide), 88 (176) or 96 (192). Smem: the stage
  * geometry (Sm90Smem's constants, or another tile's). */
 template <int TA, int TB, int N, class Smem>
 __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int w,

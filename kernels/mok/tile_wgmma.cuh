@@ -197,8 +197,8 @@ __device__ __forceinline__ void mok_fence_acc(float (&d)[N]) {
  * K-major); scale_d = 0 overwrites.
  * Accumulator layout (per thread of the warpgroup, warp w = warp % 4, lane l): d[4i + e] is row
  * 16w + l/4 + 8*(e >= 2), column 8i + 2*(l%4) + (e & 1), i < 32.
- * mok_wgmma_m64n176k16: the same for B 16 x 176 (d[88], i < 22): the token-side tiles of
- * gemm_sm90.cu, whose 176 columns are a group's rows. */
+ * mok_wgmma_m64n176k16 and m64n192k16: the same for B 16 x 176 (d[88], i < 22) and 16 x 192 (d[96],
+ * i < 24): the token-side tiles of gemm_sm90.cu, whose columns are a group's rows. */
 template <int TA, int TB>
 __device__ __forceinline__ void mok_wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b, int scale_d) {
 #if MOK_SM90
@@ -223,6 +223,19 @@ __device__ __forceinline__ void mok_wgmma_m64n176k16(float (&d)[88], uint64_t a,
                  "%88, %89, p, 1, 1, %91, %92;\n}\n"
                  : MOK_WGMMA_F32("+f", 0), MOK_WGMMA_F32("+f", 32), MOK_WGMMA_F8("+f", 64), MOK_WGMMA_F8("+f", 72),
                    MOK_WGMMA_F8("+f", 80)
+                 : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
+#endif
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void mok_wgmma_m64n192k16(float (&d)[96], uint64_t a, uint64_t b, int scale_d) {
+#if MOK_SM90
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {" MOK_WGMMA_R0_31 ", " MOK_WGMMA_R32_63 ", "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+                 "%96, %97, p, 1, 1, %99, %100;\n}\n"
+                 : MOK_WGMMA_F32("+f", 0), MOK_WGMMA_F32("+f", 32), MOK_WGMMA_F32("+f", 64)
                  : "l"(a), "l"(b), "r"(scale_d), "n"(TA), "n"(TB));
 #endif
 }

@@ -5,7 +5,7 @@
  * more M tiles than one rasterisation band, more tiles than SMs (blocks take several tiles, the
  * stage ring wraps mid-tile). The output starts poisoned (NaN), with a poisoned guard after it:
  * every element must be written and nothing past the end; a second run gives the same bits. Groups
- * of at most 176 rows also run on the token-side tiles (gemm_sm90_grouped_tok: M not a multiple of
+ * of at most 176 (192) rows also run on the token-side tiles (gemm_sm90_grouped_tok, _tok192: M not a multiple of
  * 8, N past the last 192-column tile, ending inside its second or third panel, or under 64, more
  * tiles than SMs so that blocks lap the stage ring across tiles), held to the same. And
  * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
@@ -61,6 +61,7 @@ static void one_case(int G, int M, int N, int K) {
     bf16_t *dA = gpu_upload_bf16(A, nA), *dB = gpu_upload_bf16(B, nB);
     check_impl("gemm_sm90", gemm_sm90_grouped, dA, dB, ref, G, M, N, K);
     if (M <= 176) check_impl("gemm_sm90_tok", gemm_sm90_grouped_tok, dA, dB, ref, G, M, N, K);
+    if (M <= 192) check_impl("gemm_sm90_tok192", gemm_sm90_grouped_tok192, dA, dB, ref, G, M, N, K);
     cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB));
     free(A), free(B), free(ref);
 }
@@ -76,7 +77,7 @@ static void test_gemm_sm90_grouped(void) {
     const int shapes[][4] = {{1, 1, 8, 8},        {3, 200, 136, 72},  {2, 129, 264, 200}, {2, 2100, 264, 64},
                              {40, 130, 520, 136}, {1, 300, 1000, 1096}, {6, 170, 392, 712}, {2, 176, 128, 64},
                              {3, 37, 40, 520},    {60, 24, 400, 72},
-                             {300, 40, 392, 200}};
+                             {300, 40, 392, 200}, {5, 185, 392, 136}, {2, 192, 200, 72}};
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         one_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
 }
