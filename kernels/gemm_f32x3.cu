@@ -440,19 +440,27 @@ __global__ void split_kernel(uint16_t *__restrict__ planes, const float *__restr
 
 } // namespace
 
+/* Partials of at most this many waves of 128 x 128 tiles: the scratch's size. */
+constexpr int RULE_PARTIAL_WAVES = 4;
+
 extern "C" int gpu_gemm_f32x3_chunks(int M, int N, int K, int sms) {
     const long tiles = (long)((M + RULE_TILE_M - 1) / RULE_TILE_M) * ((N + TILE_N - 1) / TILE_N);
-    if (tiles <= 0 || tiles >= sms) return 1;
-    long S = sms / tiles;
-    if (S > 16) S = 16;
-    if (S > K / 256) S = K / 256;
-    if (S <= 1) return 1;
-    const int kc = chunk_len(K, (int)S, WG_BK);
+    if (tiles <= 0 || sms <= 0) return 1;
+    /* the time of S chunks, in whole-K tiles run one after another on an SM: ceil(S T / sms) / S */
+    long best = 1;
+    double best_time = (double)((tiles + sms - 1) / sms);
+    const double cap = (double)RULE_PARTIAL_WAVES * sms * RULE_TILE_M * TILE_N;
+    for (long S = 2; S <= 16 && K / S >= 256 && (double)S * M * N <= cap; S++) {
+        const double time = (double)((S * tiles + sms - 1) / sms) / (double)S;
+        if (time < 0.95 * best_time) best = S, best_time = time; /* more chunks only for 5 % less */
+    }
+    if (best == 1) return 1;
+    const int kc = chunk_len(K, (int)best, WG_BK);
     return (K + kc - 1) / kc;
 }
 
 extern "C" size_t gpu_gemm_f32x3_scratch_bytes(int sms) {
-    return (size_t)sms * RULE_TILE_M * TILE_N * sizeof(float);
+    return (size_t)RULE_PARTIAL_WAVES * sms * RULE_TILE_M * TILE_N * sizeof(float);
 }
 
 extern "C" void gpu_split_f32x3(bf16_t *planes, const float *x, long n, cudaStream_t stream) {

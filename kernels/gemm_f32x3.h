@@ -45,12 +45,15 @@ typedef struct {
 /* planes (3 n bf16) <- the split of x (n fp32): h, then m, then l (plane_stride n). */
 void gpu_split_f32x3(bf16_t *planes, const float *x, long n, cudaStream_t stream);
 
-/* The chunk count for a GPU of `sms` multiprocessors: 1 when the output's 128 x 128 tiles fill
- * the GPU, else as many chunks as fit one wave (at most 16, and K / S >= 256). */
+/* The chunk count for a GPU of `sms` multiprocessors: the S (at most 16, K / S >= 256, S M N
+ * partial floats within the scratch below) whose S x tiles items (128 x 128 tiles) take the
+ * fewest waves of whole-K time, ceil(S tiles / sms) / S; more chunks only for 5 % less. So a
+ * grid that fills the GPU in whole waves is not split, and one that leaves SMs idle, in its only
+ * or its last wave, is. */
 int gpu_gemm_f32x3_chunks(int M, int N, int K, int sms);
 
 /* Scratch bytes that any shape's partials need on a GPU of `sms` multiprocessors under the rule
- * above (S chunks are only taken when S tiles fit one wave: S M N <= sms 128 128 floats). */
+ * above: four waves of 128 x 128 tiles (S M N <= 4 sms 128 128 floats). */
 size_t gpu_gemm_f32x3_scratch_bytes(int sms);
 
 /* The GEMM in S chunks (S >= 1; scratch holds S * M * N floats when S > 1, else unused), on the

@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 /* Scratch bytes for up to N_max tokens on any GPU (no GPU is asked): the split-K partials
- * (16 MiB) and the bf16 planes of the router and of dlogits (6 C E + 6 N_max E). */
+ * (64 MiB) and the bf16 planes of the router and of dlogits (6 C E + 6 N_max E). */
 size_t moe_router_scratch_bytes(int N_max, int C, int E);
 
 /* logits (N, E) = x (N, C) @ router (C, E), overwritten; fp32, device. */

@@ -43,7 +43,7 @@
  *        + 2TC (x bf16) + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (s_h)
  *        + 4Tk (dgates) + 2TkC (dye) + 4RI (dh) + 4RI (dpg, dpu) + 4RC (dxr)
  *        + 2TC (dy bf16) + 4T*SI (ds_h) + 4T*SI (ds_gate, ds_up)
- *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (16 MiB + 6CE + 6TE)
+ *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (64 MiB + 6CE + 6TE)
  *   plus cuBLAS's own workspace (one handle) and a few pinned host bytes.
  *
  * Conventions: device pointers everywhere; token n = b*T + t; weights (in, out), y = x @ W. Every

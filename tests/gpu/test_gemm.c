@@ -147,13 +147,16 @@ static void test_gemm_strided(void) {
 /* ---------- fp32 on tensor cores (kernels/gemm_f32x3.h) ---------- */
 
 /* The chunk rule: the router's shapes on an H200 (132 SMs; expectations from the grid of 128 x 128
- * tiles alone: a grid that fills the GPU is not split, one that leaves SMs idle is cut into as
- * many chunks as fit one wave, at most 16 and K / S >= 256), and for any SM count: S within
- * bounds and the partials within gpu_gemm_f32x3_scratch_bytes. No GPU needed. */
+ * tiles alone: 64 tiles in 2 chunks, 16 in 8 (one wave, then no gain); 1792 tiles, 13.6 waves, not
+ * split; Kimi-like logits 96 tiles in 4 chunks (2.9 waves of quarter-K items: 0.75 of one whole-K
+ * wave) and its router gradient 168 tiles in 3 (1.33 of 2 waves, the partials within the scratch;
+ * 4 would need more); at most 16, and K / S >= 256), and for any SM count: S within bounds and the
+ * partials within gpu_gemm_f32x3_scratch_bytes. No GPU needed. */
 static void test_gemm_f32x3_rule(void) {
-    const int h200[][4] = {{8192, 128, 2048, 2}, {2048, 128, 8192, 8}, {8192, 2048, 128, 1}, {4096, 384, 7168, 1},
-                           {1024, 128, 8192, 16}, {256, 384, 4096, 16}, {64, 64, 100000, 16}, {100, 100, 300, 1}};
-    for (int i = 0; i < 8; i++) {
+    const int h200[][4] = {{8192, 128, 2048, 2}, {2048, 128, 8192, 8},  {8192, 2048, 128, 1}, {4096, 384, 7168, 4},
+                           {7168, 384, 4096, 3}, {4096, 7168, 384, 1},  {1024, 128, 8192, 16}, {256, 384, 4096, 16},
+                           {64, 64, 100000, 16}, {100, 100, 300, 1}};
+    for (int i = 0; i < 10; i++) {
         const int S = gpu_gemm_f32x3_chunks(h200[i][0], h200[i][1], h200[i][2], 132);
         CHECK_MSG(S == h200[i][3], "%dx%dx%d on 132 SMs: %d chunks, expected %d", h200[i][0], h200[i][1], h200[i][2],
                   S, h200[i][3]);
