@@ -13,6 +13,12 @@
  * products cover 176 rows, not M rounded up to 128. 512 threads, TOK_STAGES stages of 24 + 22 KB;
  * the accumulator columns past M hold stale shared memory and are never stored; the consumers
  * store their 64 columns x M rows straight from registers (bf16, 16 bytes of a row a lane group).
+ *
+ * The 192 x 192 tiles (gemm_sm90_grouped_r192) have the token-side tiles' bytes with the operands
+ * as in the 128 x 256 tiles: 192 rows of A (one K-major box; consumer w its rows 64w..) by 192
+ * columns of B (three N-major panels, wgmma's N), sm90_mma<0, 1>, so an accumulator row is a row of
+ * C as in the megakernel's epilogues; groups of up to 192 rows read each slice of B once. Stored
+ * from registers, two columns a store.
  */
 #include "gemm_sm90.h"
 
@@ -26,6 +32,7 @@
 #define GEMM_BAND 16       /* M tiles per rasterisation band (16 x 128 rows of A and ~8 B panels in flight) */
 #define GEMM_BUDGET_NS 10000000000LL
 #define GEMM_MAX_DEVICES 64
+#define GEMM_R192 (-1)     /* gemm_launch's tok for the 192 x 192 tiles */
 
 typedef struct {
     CUtensorMap a, b; /* (G, M, K): 64 K x 128 rows boxes (token-side: x rows8); (G, K, N): 64 N x 64 K boxes */
@@ -153,6 +160,88 @@ __global__ void __launch_bounds__(TOK_THREADS, 1)
         const GemmTile k = gemm_tile_tok(p, t);
         sm90_mma<1, 0>(acc, wd, sm, sr, wg - 1, KB, 64, t);
         gemm_store_tok<TN>(p, acc, wg - 1, k);
+    }
+#else
+    asm volatile("trap;");
+#endif
+}
+
+/* ---- 192 x 192 tiles (gemm_sm90_grouped_r192) ---- */
+
+/* Tile t: groups in order; inside a group, 192-column tiles of B in order, the group's 192-row
+ * tiles fastest (they read the same slice of B one after another). */
+__device__ __forceinline__ GemmTile gemm_tile_r192(const GemmSm90Params &p, int t) {
+    const int per_group = p.mt * p.nt;
+    GemmTile k;
+    k.g = t / per_group;
+    const int u = t - k.g * per_group;
+    k.m0 = u % p.mt * TOK_BN;
+    k.n0 = u / p.mt * TOK_BN;
+    return k;
+}
+
+/* Stages: the tile's 192 rows of A (one K-major box, zero past M) into A's slot, its B panels
+ * (those inside N) into B's: the token-side tiles' stage sizes with the operands swapped. */
+__device__ void gemm_produce_r192(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
+                                  const GemmTokSmem<192> &sm) {
+    Sm90Ring sr = {0, 0};
+    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        const GemmTile k = gemm_tile_r192(p, t);
+        const int panels = min(3, (p.N - k.n0 + 63) / 64);
+        const unsigned bytes = TOK_BN * SM90_BK * 2 + panels * SM90_PANEL_BYTES;
+        for (int kb = 0; kb < KB; kb++) {
+            const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
+            uint64_t *full = &sm.bars->full[s];
+            mok_tma_load_3d(sm.a + s * GemmTokSmem<192>::A_BYTES, &tm.a, full, kb * SM90_BK, k.m0, k.g);
+            for (int j = 0; j < panels; j++)
+                mok_tma_load_3d(sm.b + s * GemmTokSmem<192>::B_BYTES + j * SM90_PANEL_BYTES, &tm.b, full,
+                                k.n0 + 64 * j, kb * SM90_BK, k.g);
+        }
+    }
+}
+
+/* Consumer w's 64 rows (from k.m0 + 64w) x 192 columns, from registers: acc[4i + e] is row
+ * 16 (warp % 4) + lane / 4 + 8 (e >= 2) of the 64 and column 8i + 2 (lane % 4) + (e & 1); a pair
+ * of columns is one 4-byte store (N is a multiple of 8). */
+__device__ __forceinline__ void gemm_store_r192(const GemmSm90Params &p, const float (&acc)[96], int w,
+                                                const GemmTile &k) {
+    const int tid = threadIdx.x & 127, m = k.m0 + 64 * w + 16 * (tid >> 5) + ((tid & 31) >> 2);
+    const int n = k.n0 + 2 * (tid & 3);
+    __nv_bfloat16 *c = p.c + (size_t)k.g * p.M * p.N;
+#pragma unroll
+    for (int i = 0; i < TOK_BN / 8; i++) {
+        if (n + 8 * i >= p.N) break;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            if (m + 8 * h < p.M)
+                *reinterpret_cast<__nv_bfloat162 *>(c + (size_t)(m + 8 * h) * p.N + n + 8 * i) =
+                    __floats2bfloat162_rn(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+}
+
+__global__ void __launch_bounds__(TOK_THREADS, 1)
+    gemm_sm90_r192_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
+#if MOK_SM90
+    extern __shared__ unsigned char smem_raw[];
+    const GemmTokSmem<192> sm = sm90_setup<GemmTokSmem<192>>(smem_raw);
+    const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
+    const int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        mok_setmaxnreg_dec<TOK_PRODUCER_REGS>();
+        if (threadIdx.x == 0) gemm_produce_r192(p, tm, wd, sm);
+        return;
+    }
+    mok_setmaxnreg_inc<TOK_CONSUMER_REGS>();
+    float acc[96];
+#pragma unroll
+    for (int i = 0; i < 96; i++) acc[i] = 0.0f;
+    Sm90Ring sr = {0, 0};
+    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
+    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        const GemmTile k = gemm_tile_r192(p, t);
+        sm90_mma<0, 1>(acc, wd, sm, sr, wg - 1, KB, 64, t);
+        gemm_store_r192(p, acc, wg - 1, k);
     }
 #else
     asm volatile("trap;");
@@ -296,17 +385,22 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
     return *why == NULL;
 }
 
-/* Every entry point: the shape checked, the kernel launched (rope: NULL or the table; tok: 0, or
- * the token-side tiles' rows, 176 or 192). */
+/* Every entry point: the shape checked, the kernel launched (rope: NULL or the table; tok: 0, the
+ * token-side tiles' rows, 176 or 192, or GEMM_R192 for the 192 x 192 tiles). */
 static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                         const float *rope, int T, int D, cudaStream_t stream) {
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
+    const int r192 = tok == GEMM_R192;
+    if (r192) tok = 0;
     if (tok && (M > tok || (long)G * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX))
         mokc_die(MOKC_EXIT_RUNTIME, NULL,
                  "gemm_sm90_grouped_tok: %d x (%d x %d): more than %d rows a group or 2^31 tiles (internal)", G, M, N,
                  tok);
+    if (r192 && (long)G * (((long)M + TOK_BN - 1) / TOK_BN) * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90_grouped_r192: %d x (%d x %d): 2^31 tiles or more (internal)", G, M,
+                 N);
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
     const int tok_regs = TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128);
@@ -316,6 +410,9 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     else if (tok)
         sm90_prepare(gemm_sm90_tok_kernel<192>, SM90_BM, "gemm_sm90_grouped_tok192", GemmTokSmem<192>::BYTES,
                      TOK_THREADS, tok_regs);
+    else if (r192)
+        sm90_prepare(gemm_sm90_r192_kernel, SM90_BM, "gemm_sm90_grouped_r192", GemmTokSmem<192>::BYTES, TOK_THREADS,
+                     tok_regs);
     else if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "gemm_sm90_rope");
     else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "gemm_sm90_grouped");
     int dev = 0, sms = 0;
@@ -333,7 +430,7 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     }
     GemmSm90Maps tm;
     const int rows8 = (M + 7) / 8 * 8;
-    sm90_encode(&tm.a, A, 3, K, M, G, tok ? rows8 : SM90_BM);
+    sm90_encode(&tm.a, A, 3, K, M, G, tok ? rows8 : r192 ? TOK_BN : SM90_BM);
     sm90_encode(&tm.b, B, 3, N, K, G, 64);
     GemmSm90Params p;
     p.c = reinterpret_cast<__nv_bfloat16 *>(C);
@@ -342,13 +439,14 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     p.claim = watch[dev].claim;
     p.budget_ns = GEMM_BUDGET_NS;
     p.M = M, p.N = N, p.K = K;
-    p.mt = tok ? 1 : (M + SM90_BM - 1) / SM90_BM;
-    p.nt = tok ? (int)(((long)N + TOK_BN - 1) / TOK_BN) : (N + GEMM_BN - 1) / GEMM_BN;
+    p.mt = tok ? 1 : (M + (r192 ? TOK_BN : SM90_BM) - 1) / (r192 ? TOK_BN : SM90_BM);
+    p.nt = tok || r192 ? (int)(((long)N + TOK_BN - 1) / TOK_BN) : (N + GEMM_BN - 1) / GEMM_BN;
     p.tiles = G * p.mt * p.nt;
     p.rows8 = rows8;
     const int grid = min(sms, p.tiles);
     if (tok == 176) gemm_sm90_tok_kernel<176><<<grid, TOK_THREADS, GemmTokSmem<176>::BYTES, stream>>>(p, tm);
     else if (tok) gemm_sm90_tok_kernel<192><<<grid, TOK_THREADS, GemmTokSmem<192>::BYTES, stream>>>(p, tm);
+    else if (r192) gemm_sm90_r192_kernel<<<grid, TOK_THREADS, GemmTokSmem<192>::BYTES, stream>>>(p, tm);
     else if (rope) gemm_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     else gemm_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();
@@ -367,6 +465,11 @@ extern "C" void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *
 extern "C" void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                          cudaStream_t stream) {
     gemm_launch(192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+}
+
+extern "C" void gemm_sm90_grouped_r192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                       cudaStream_t stream) {
+    gemm_launch(GEMM_R192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why) {

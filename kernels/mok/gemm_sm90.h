@@ -49,6 +49,12 @@ void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, i
 void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                               cudaStream_t stream);
 
+/* The same with 192 x 192 tiles in the 128 x 256 tiles' orientation (rows of A on wgmma's M, three
+ * consumers of 64 rows, 192 columns of B on its N; any M): the token-side tiles' bytes a product,
+ * with each accumulator row a row of C. */
+void gemm_sm90_grouped_r192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                            cudaStream_t stream);
+
 /* C = A @ B (one group, M x K by K x N) with the rotary embedding applied to C's rows in the
  * epilogue: row m is position m % T (rows are (batch, position)), C's
  * columns are heads of D, the table is rope.h's (gpu_rope_table_init: cos, sin of T x D). The

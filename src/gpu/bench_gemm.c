@@ -25,7 +25,8 @@ static const char *gemm_help =
     "bf16 in and out) against cuBLAS (strided batched) on GPU 0, median of --iters (>= 20) after\n"
     "--warmup, and checks every output element against cuBLAS (relative error >= 1e-2 fails the run).\n"
     "With M <= 176 or 192 (an expert's tokens) also the token-side tiles (\"mok_sm90_tok\", \"mok_sm90_tok192\":\n"
-    "192 columns of B by all M rows in tiles of 176 or 192, each slice of B read once per group).\n"
+    "192 columns of B by all M rows in tiles of 176 or 192, each slice of B read once per group), and always\n"
+    "the 192 x 192 tiles in the 128 x 256 tiles' orientation (\"mok_sm90_r192\").\n"
     "Without --m/--n/--k/--groups: dense 8192 x 8192 x 8192, then 64 groups of 1024 x 1536 x 2048;\n"
     "with any of them, one case (the others default to 8192 and 1 group). N and K: multiples of 8.\n"
     "Prints a JSON line per implementation and case. Needs an SM 9.0 (Hopper) GPU and a sm_90a build.\n"
@@ -43,8 +44,8 @@ typedef struct {
     int iters, warmup, seed;
 } GemmArgs;
 
-enum { IMPL_MOK, IMPL_MOK_TOK, IMPL_MOK_TOK192, IMPL_CUBLAS, IMPL_COUNT };
-static const char *impl_names[IMPL_COUNT] = {"mok_sm90", "mok_sm90_tok", "mok_sm90_tok192", "cublas"};
+enum { IMPL_MOK, IMPL_MOK_TOK, IMPL_MOK_TOK192, IMPL_MOK_R192, IMPL_CUBLAS, IMPL_COUNT };
+static const char *impl_names[IMPL_COUNT] = {"mok_sm90", "mok_sm90_tok", "mok_sm90_tok192", "mok_sm90_r192", "cublas"};
 
 typedef struct {
     Shape s;
@@ -108,6 +109,8 @@ static void run_impl(int impl, const Problem *p, cublasHandle_t blas, cudaStream
         gemm_sm90_grouped_tok(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
     else if (impl == IMPL_MOK_TOK192)
         gemm_sm90_grouped_tok192(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
+    else if (impl == IMPL_MOK_R192)
+        gemm_sm90_grouped_r192(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
     else
         gemm_rm_strided(blas, 0, 0, s.M, s.N, s.K, p->A, GEMM_BF16, (long long)s.M * s.K, p->B, GEMM_BF16,
                         (long long)s.K * s.N, p->C[impl], GEMM_BF16, (long long)s.M * s.N, s.G, 1.0f, 0.0f);
@@ -146,7 +149,7 @@ static void report_watchdog(void *arg) {
 /* One case: the implementations timed, then compared with cuBLAS. Returns 1 if every mok output passes. */
 static int run_case(Shape s, const GemmArgs *a, unsigned long long seed, cublasHandle_t blas, cudaStream_t st) {
     const long nA = (long)s.G * s.M * s.K, nB = (long)s.G * s.K * s.N, nC = (long)s.G * s.M * s.N;
-    int run[IMPL_COUNT] = {1, s.M <= 176, s.M <= 192, 1}, nrun = 0;
+    int run[IMPL_COUNT] = {1, s.M <= 176, s.M <= 192, 1, 1}, nrun = 0;
     for (int impl = 0; impl < IMPL_COUNT; impl++) nrun += run[impl];
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));

@@ -7,7 +7,8 @@
  * every element must be written and nothing past the end; a second run gives the same bits. Groups
  * of at most 176 (192) rows also run on the token-side tiles (gemm_sm90_grouped_tok, _tok192: M not a multiple of
  * 8, N past the last 192-column tile, ending inside its second or third panel, or under 64, more
- * tiles than SMs so that blocks lap the stage ring across tiles), held to the same. And
+ * tiles than SMs so that blocks lap the stage ring across tiles), held to the same, and every group
+ * on the 192 x 192 tiles (gemm_sm90_grouped_r192: M and N past their last tile). And
  * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
  * Skipped without an SM 9.0 GPU and a build for sm_90a.
  */
@@ -62,6 +63,7 @@ static void one_case(int G, int M, int N, int K) {
     check_impl("gemm_sm90", gemm_sm90_grouped, dA, dB, ref, G, M, N, K);
     if (M <= 176) check_impl("gemm_sm90_tok", gemm_sm90_grouped_tok, dA, dB, ref, G, M, N, K);
     if (M <= 192) check_impl("gemm_sm90_tok192", gemm_sm90_grouped_tok192, dA, dB, ref, G, M, N, K);
+    check_impl("gemm_sm90_r192", gemm_sm90_grouped_r192, dA, dB, ref, G, M, N, K);
     cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB));
     free(A), free(B), free(ref);
 }
