@@ -7,7 +7,8 @@
  *   wdown: A h M-major (M = I), B dyr N-major (N = C), K = the expert's rows;
  *   wgu:   A xr M-major (M = C), B dpg | dpu N-major (N = 128 + 128 of I), K = the expert's rows.
  * A weight-gradient task's last K block ends inside the next expert's rows: the consumers zero
- * those K lines in shared memory before their MMAs (sm90_zero_k_tail).
+ * those K lines in shared memory before their MMAs (sm90_zero_k_tail). A dgrad or dx tile of at
+ * most 64 rows loads a 64-row box of A, and only consumer 0 multiplies (as the forward).
  */
 #include "../device_util.cuh"
 #include "sm90_pipeline.cuh"
@@ -18,6 +19,7 @@
  * lines; weights, K-major B: 64 K x 256 rows of one expert. */
 typedef struct {
     CUtensorMap dyr_k, dpg_k, dpu_k;            /* (R, C), (R, I), (R, I) */
+    CUtensorMap dyr_half, dpg_half, dpu_half;   /* the same in boxes of 64 rows: M tiles of <= 64 */
     CUtensorMap h_mn, dyr_mn, xr_mn, dpg_mn, dpu_mn;
     CUtensorMap w_down_k, w_gate_k, w_up_k;     /* (El, I, C), (El, C, I) x 2 */
     CUtensorMap g_down, g_gate, g_up;           /* fp32 gradients, as the weights: TMA stores */
@@ -102,11 +104,15 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
             int el, r0, nrows;
             mok_tile_rows(p, k.idx, el, r0, nrows);
             const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
+            /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
+            const bool half = nrows <= 64;
             for (int kb = 0; kb < KB; kb++) {
-                const int s = sm90_stage_begin(wd, sm.bars, sr, SM90_A_BYTES + SM90_B_BYTES, t);
+                const int s = sm90_stage_begin(wd, sm.bars, sr, (half ? SM90_A_BYTES / 2 : SM90_A_BYTES) + SM90_B_BYTES, t);
                 uint64_t *full = &sm.bars->full[s];
                 const int second = kb >= KBi, kk = (k.kind == BWD_DX && second ? kb - KBi : kb) * SM90_BK;
-                const CUtensorMap *ma = k.kind == BWD_DGRAD ? &tm.dyr_k : second ? &tm.dpu_k : &tm.dpg_k;
+                const CUtensorMap *ma = k.kind == BWD_DGRAD ? (half ? &tm.dyr_half : &tm.dyr_k)
+                                        : second            ? (half ? &tm.dpu_half : &tm.dpu_k)
+                                                            : (half ? &tm.dpg_half : &tm.dpg_k);
                 const CUtensorMap *mb = k.kind == BWD_DGRAD ? &tm.w_down_k : second ? &tm.w_up_k : &tm.w_gate_k;
                 mok_tma_load_2d(sm.a + s * SM90_A_BYTES, ma, full, kk, r0);
                 mok_tma_load_3d(sm.b + s * SM90_B_BYTES, mb, full, kk, k.ni * 256, el);
@@ -333,15 +339,20 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
         const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
         const size_t CI = (size_t)p.C * p.I;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
-            sm90_mma<0, 0>(acc, wd, sm, sr, w, k.kind == BWD_DGRAD ? KBc : 2 * KBi, 64, t);
-            clock.mma_done();
-            if (k.kind == BWD_DGRAD) {
-                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
-            } else {
-                int r0, nrows;
-                sm90_consumer_rows(p, w, k.idx, r0, nrows);
-                sm90_push_rows(p, acc, stg, w, r0, nrows, k.ni * 256, p.y_off);
+            const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
+            int r0, nrows;
+            sm90_consumer_rows(p, w, k.idx, r0, nrows);
+            if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
+                sm90_skip_stages(wd, sm, sr, KB, t);
+                if (k.kind == BWD_DGRAD && (threadIdx.x & 127) == 0) mok_red_release(p.dpg_done + k.idx, 1u);
+                continue;
             }
+            sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);
+            clock.mma_done();
+            if (k.kind == BWD_DGRAD)
+                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
+            else
+                sm90_push_rows(p, acc, stg, w, r0, nrows, k.ni * 256, p.y_off);
         } else {
             int rs, cnt;
             sm90_expert_rows(p, k.idx, rs, cnt);
@@ -407,6 +418,9 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_encode(&tm.dyr_k, p.dyr, 2, p.C, p.R_max, 1, 128);
     sm90_encode(&tm.dpg_k, p.dpg, 2, p.I, p.R_max, 1, 128);
     sm90_encode(&tm.dpu_k, p.dpu, 2, p.I, p.R_max, 1, 128);
+    sm90_encode(&tm.dyr_half, p.dyr, 2, p.C, p.R_max, 1, 64);
+    sm90_encode(&tm.dpg_half, p.dpg, 2, p.I, p.R_max, 1, 64);
+    sm90_encode(&tm.dpu_half, p.dpu, 2, p.I, p.R_max, 1, 64);
     sm90_encode(&tm.h_mn, p.h, 2, p.I, p.R_max, 1, 64);
     sm90_encode(&tm.dyr_mn, p.dyr, 2, p.C, p.R_max, 1, 64);
     sm90_encode(&tm.xr_mn, p.xr, 2, p.C, p.R_max, 1, 64);

@@ -17,7 +17,9 @@
  *    signalled: gu_done[mt] == 2 * nI. Down task (mt, 256 columns of C).
  *  - K in blocks of 64 in order (fixed accumulation order: reproducible). TMA zero-fills past the
  *    tensors' edges (the K tail, columns past I or C, rows past R_max), so any C, I that are
- *    multiples of 8 work; rows of a tile past its expert's count are computed and discarded.
+ *    multiples of 8 work; rows of a tile past its expert's count are computed and discarded, except
+ *    that a tile of at most 64 rows loads a 64-row box of A and only consumer 0 multiplies
+ *    (consumer 1 lets the stages pass: sm90_skip_stages).
  *  - epilogues stage the tile in shared memory and write whole 16-byte vectors (h, pre_gate,
  *    pre_up locally; the down rows, staged whole and sent by bulk copies of up to 512 bytes, over
  *    NVLink to the source's window).
@@ -37,6 +39,7 @@
  * their own: CUtensorMap's 64-byte alignment stays out of host structs). */
 typedef struct {
     CUtensorMap xr, h, w_gate, w_up, w_down;
+    CUtensorMap xr_half, h_half; /* boxes of 64 rows: M tiles of at most 64 rows (one consumer's) */
 } Sm90FwdMaps;
 
 /* The task behind ticket t. Gate/up tasks are (mt, 128 columns of I), down tasks (mt, 256 of C).
@@ -113,8 +116,10 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         const int K = k.down ? p.I : p.C, N = k.down ? p.C : p.I, KB = (K + SM90_BK - 1) / SM90_BK;
         /* panel j's first column (gate/up: j = 0, 1 of w_gate, 2, 3 of w_up); panels wholly past N
          * are not loaded (their columns are discarded) */
+        /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
+        const bool half = nrows <= 64;
         int col[4];
-        unsigned bytes = SM90_A_BYTES;
+        unsigned bytes = half ? SM90_A_BYTES / 2 : SM90_A_BYTES;
         for (int j = 0; j < 4; j++) {
             col[j] = k.down ? k.nt * 256 + 64 * j : k.nt * 128 + 64 * (j & 1);
             if (col[j] < N) bytes += SM90_PANEL_BYTES;
@@ -122,7 +127,8 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         for (int kb = 0; kb < KB; kb++) {
             const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
             uint64_t *full = &sm.bars->full[s];
-            mok_tma_load_2d(sm.a + s * SM90_A_BYTES, k.down ? &tm.h : &tm.xr, full, kb * SM90_BK, r0);
+            const CUtensorMap *a_map = k.down ? (half ? &tm.h_half : &tm.h) : (half ? &tm.xr_half : &tm.xr);
+            mok_tma_load_2d(sm.a + s * SM90_A_BYTES, a_map, full, kb * SM90_BK, r0);
             for (int j = 0; j < 4; j++) {
                 if (col[j] >= N) continue;
                 const CUtensorMap *map = k.down ? &tm.w_down : j >= 2 ? &tm.w_up : &tm.w_gate;
@@ -208,11 +214,16 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         clock.arrived();
         const Sm90FwdTask k = sm90_fwd_task(t, o);
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
+        int r0, nrows;
+        sm90_consumer_rows(p, w, k.mt, r0, nrows);
+        if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
+            sm90_skip_stages(wd, sm, sr, KB, t);
+            if (!k.down && (threadIdx.x & 127) == 0) mok_red_release(p.gu_done + k.mt, 1u);
+            continue;
+        }
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
         clock.mma_done();
         if (k.down) {
-            int r0, nrows;
-            sm90_consumer_rows(p, w, k.mt, r0, nrows);
             sm90_push_rows(p, acc, stg, w, r0, nrows, k.nt * 256, p.y_off);
         } else {
             sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt, clock.epilogue_trace());
@@ -286,6 +297,8 @@ extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaS
     Sm90FwdMaps tm;
     sm90_encode(&tm.xr, p.xr, 2, p.C, p.R_max, 1, SM90_BM);
     sm90_encode(&tm.h, p.h, 2, p.I, p.R_max, 1, SM90_BM);
+    sm90_encode(&tm.xr_half, p.xr, 2, p.C, p.R_max, 1, SM90_BM / 2);
+    sm90_encode(&tm.h_half, p.h, 2, p.I, p.R_max, 1, SM90_BM / 2);
     sm90_encode(&tm.w_gate, p.w_gate, 3, p.I, p.C, p.El, 64);
     sm90_encode(&tm.w_up, p.w_up, 3, p.I, p.C, p.El, 64);
     sm90_encode(&tm.w_down, p.w_down, 3, p.C, p.I, p.El, 64);

@@ -280,6 +280,17 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
     mok_mbar_arrive(&sm.bars->empty[prev]);
 }
 
+/* A consumer without rows in a task: its KB stages pass without products. It waits for each to
+ * fill before its empty arrival, so that its arrivals stay in the ring's lap. */
+template <class Smem>
+__device__ __forceinline__ void sm90_skip_stages(const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int KB, int tile) {
+    for (int kb = 0; kb < KB; kb++) {
+        sm90_wait(wd, &sm.bars->full[sr.slot], sr.phase, tile);
+        mok_mbar_arrive(&sm.bars->empty[sr.slot]);
+        sr.next(Smem::STAGES);
+    }
+}
+
 /* Consumer w's rows of M tile mt: the first local row and how many are valid (<= 0 when the tile
  * ends before them). */
 template <class P>
