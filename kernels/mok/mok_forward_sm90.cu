@@ -152,6 +152,7 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     const int col0 = nt * 128;
     __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
+    sm90_staging_acquire(w);
     sm90_stage(sg, w, [&](int i, int half) { return sm90_pair(acc, i, half); });
     sm90_stage(su, w, [&](int i, int half) { return sm90_pair(acc, i + 16, half); });
     laps.lap(0);

@@ -319,10 +319,10 @@ __device__ __forceinline__ void sm90_staging_acquire(int w) {
 }
 
 /* Writes f(i, half) (the bf16 pair of accumulator columns 8i + 2t, +1 in row ra + 8 * half,
- * i < 16) into the staging, then the consumer's barrier. */
+ * i < 16) into the staging, then the consumer's barrier. The caller has acquired the staging
+ * (sm90_staging_acquire) since its last push. */
 template <class F>
 __device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
-    sm90_staging_acquire(w);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t = tid & 3;
 #pragma unroll
     for (int i = 0; i < 16; i++)
@@ -351,10 +351,12 @@ __device__ __forceinline__ __nv_bfloat162 sm90_pair(const float (&acc)[128], int
 }
 
 /* Consumer w's 64 x 256 result as bf16 in two staged halves of 128 columns: each staged, then
- * unstage(c0) (c0 = col0 + 128 * part < ncols) writes it out and frees the staging. */
+ * unstage(c0) (c0 = col0 + 128 * part < ncols) writes it out and frees the staging (ending with
+ * the consumer's barrier, which the next half's staging relies on). */
 template <class U>
 __device__ __forceinline__ void sm90_store_parts(const float (&acc)[128], __nv_bfloat16 *stg, int w, int col0,
                                                  int ncols, U unstage) {
+    sm90_staging_acquire(w);
 #pragma unroll
     for (int part = 0; part < 2; part++) {
         const int c0 = col0 + 128 * part;
