@@ -114,10 +114,10 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         int el, r0, nrows;
         mok_tile_rows(p, k.mt, el, r0, nrows);
         const int K = k.down ? p.I : p.C, N = k.down ? p.C : p.I, KB = (K + SM90_BK - 1) / SM90_BK;
-        /* panel j's first column (gate/up: j = 0, 1 of w_gate, 2, 3 of w_up); panels wholly past N
-         * are not loaded (their columns are discarded) */
         /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
         const bool half = nrows <= 64;
+        /* panel j's first column (gate/up: j = 0, 1 of w_gate, 2, 3 of w_up); panels wholly past N
+         * are not loaded (their columns are discarded) */
         int col[4];
         unsigned bytes = half ? SM90_A_BYTES / 2 : SM90_A_BYTES;
         for (int j = 0; j < 4; j++) {
