@@ -32,7 +32,6 @@
 #define GEMM_BAND 16       /* M tiles per rasterisation band (16 x 128 rows of A and ~8 B panels in flight) */
 #define GEMM_BUDGET_NS 10000000000LL
 #define GEMM_MAX_DEVICES 64
-#define GEMM_R192 (-1)     /* gemm_launch's tok for the 192 x 192 tiles */
 
 typedef struct {
     CUtensorMap a, b; /* (G, M, K): 64 K x 128 rows boxes (token-side: x rows8); (G, K, N): 64 N x 64 K boxes */
@@ -66,7 +65,7 @@ __device__ __forceinline__ GemmTile gemm_tile(const GemmSm90Params &p, int t) {
     return k;
 }
 
-/* ---- token-side tiles ---- */
+/* ---- three-consumer tiles: token-side, and 192 x 192 ---- */
 
 #define TOK_BN 192                       /* columns of B a tile: three consumers of 64 */
 #define TOK_STAGES 4
@@ -88,33 +87,39 @@ struct GemmTokSmem {
     Sm90BarsT<TOK_STAGES> *bars;
 };
 
-/* Tile t: groups in order, 192-column tiles of B in order inside a group (each slice of B is read
- * by one block; the blocks running at once share the group's rows in L2). */
-__device__ __forceinline__ GemmTile gemm_tile_tok(const GemmSm90Params &p, int t) {
+/* Tile t: groups in order; inside a group, 192-column tiles of B in order, the group's tiles of
+ * 192 rows fastest (they read the same slice of B one after another; token-side: one, p.mt = 1). */
+__device__ __forceinline__ GemmTile gemm_tile_192(const GemmSm90Params &p, int t) {
+    const int per_group = p.mt * p.nt;
     GemmTile k;
-    k.g = t / p.nt;
-    k.m0 = 0;
-    k.n0 = (t - k.g * p.nt) * TOK_BN;
+    k.g = t / per_group;
+    const int u = t - k.g * per_group;
+    k.m0 = u % p.mt * TOK_BN;
+    k.n0 = u / p.mt * TOK_BN;
     return k;
 }
 
-/* Stages: the tile's B panels (those inside N) into A's slot, the group's rows8 rows into B's. */
-template <int TN>
-__device__ void gemm_produce_tok(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
+/* Stages of the three-consumer tiles: the tile's rows of A (one K-major box at m0: 192 rows, or the
+ * token-side's rows8, zero past M) and its B panels (those inside N). ROWS (the 192 x 192 tiles):
+ * the rows into A's slot, the panels into B's; token-side: the panels into A's slot (wgmma's M),
+ * the rows into B's. */
+template <int TN, bool ROWS>
+__device__ void gemm_produce_192(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
                                  const GemmTokSmem<TN> &sm) {
     Sm90Ring sr = {0, 0};
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-        const GemmTile k = gemm_tile_tok(p, t);
+        const GemmTile k = gemm_tile_192(p, t);
         const int panels = min(3, (p.N - k.n0 + 63) / 64);
-        const unsigned bytes = panels * SM90_PANEL_BYTES + p.rows8 * SM90_BK * 2;
+        const unsigned bytes = (ROWS ? TOK_BN : p.rows8) * SM90_BK * 2 + panels * SM90_PANEL_BYTES;
         for (int kb = 0; kb < KB; kb++) {
             const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
             uint64_t *full = &sm.bars->full[s];
+            unsigned char *a = sm.a + s * GemmTokSmem<TN>::A_BYTES, *b = sm.b + s * GemmTokSmem<TN>::B_BYTES;
+            if (ROWS) mok_tma_load_3d(a, &tm.a, full, kb * SM90_BK, k.m0, k.g);
             for (int j = 0; j < panels; j++)
-                mok_tma_load_3d(sm.a + s * TOK_A_BYTES + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j,
-                                kb * SM90_BK, k.g);
-            mok_tma_load_3d(sm.b + s * GemmTokSmem<TN>::B_BYTES, &tm.a, full, kb * SM90_BK, 0, k.g);
+                mok_tma_load_3d((ROWS ? b : a) + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j, kb * SM90_BK, k.g);
+            if (!ROWS) mok_tma_load_3d(b, &tm.a, full, kb * SM90_BK, k.m0, k.g);
         }
     }
 }
@@ -133,70 +138,6 @@ __device__ __forceinline__ void gemm_store_tok(const GemmSm90Params &p, const fl
         for (int e = 0; e < 4; e++) {
             const int m = 8 * i + m2 + (e & 1), col = n + 8 * (e >> 1);
             if (m < p.M && col < p.N) c[(size_t)m * p.N + col] = __float2bfloat16_rn(acc[4 * i + e]);
-        }
-    }
-}
-
-template <int TN>
-__global__ void __launch_bounds__(TOK_THREADS, 1)
-    gemm_sm90_tok_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
-#if MOK_SM90
-    extern __shared__ unsigned char smem_raw[];
-    const GemmTokSmem<TN> sm = sm90_setup<GemmTokSmem<TN>>(smem_raw);
-    const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
-    const int wg = threadIdx.x >> 7;
-    if (wg == 0) {
-        mok_setmaxnreg_dec<TOK_PRODUCER_REGS>();
-        if (threadIdx.x == 0) gemm_produce_tok(p, tm, wd, sm);
-        return;
-    }
-    mok_setmaxnreg_inc<TOK_CONSUMER_REGS>();
-    float acc[TN / 2];
-#pragma unroll
-    for (int i = 0; i < TN / 2; i++) acc[i] = 0.0f;
-    Sm90Ring sr = {0, 0};
-    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
-    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-        const GemmTile k = gemm_tile_tok(p, t);
-        sm90_mma<1, 0>(acc, wd, sm, sr, wg - 1, KB, 64, t);
-        gemm_store_tok<TN>(p, acc, wg - 1, k);
-    }
-#else
-    asm volatile("trap;");
-#endif
-}
-
-/* ---- 192 x 192 tiles (gemm_sm90_grouped_r192) ---- */
-
-/* Tile t: groups in order; inside a group, 192-column tiles of B in order, the group's 192-row
- * tiles fastest (they read the same slice of B one after another). */
-__device__ __forceinline__ GemmTile gemm_tile_r192(const GemmSm90Params &p, int t) {
-    const int per_group = p.mt * p.nt;
-    GemmTile k;
-    k.g = t / per_group;
-    const int u = t - k.g * per_group;
-    k.m0 = u % p.mt * TOK_BN;
-    k.n0 = u / p.mt * TOK_BN;
-    return k;
-}
-
-/* Stages: the tile's 192 rows of A (one K-major box, zero past M) into A's slot, its B panels
- * (those inside N) into B's: the token-side tiles' stage sizes with the operands swapped. */
-__device__ void gemm_produce_r192(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
-                                  const GemmTokSmem<192> &sm) {
-    Sm90Ring sr = {0, 0};
-    const int KB = (p.K + SM90_BK - 1) / SM90_BK;
-    for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-        const GemmTile k = gemm_tile_r192(p, t);
-        const int panels = min(3, (p.N - k.n0 + 63) / 64);
-        const unsigned bytes = TOK_BN * SM90_BK * 2 + panels * SM90_PANEL_BYTES;
-        for (int kb = 0; kb < KB; kb++) {
-            const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
-            uint64_t *full = &sm.bars->full[s];
-            mok_tma_load_3d(sm.a + s * GemmTokSmem<192>::A_BYTES, &tm.a, full, kb * SM90_BK, k.m0, k.g);
-            for (int j = 0; j < panels; j++)
-                mok_tma_load_3d(sm.b + s * GemmTokSmem<192>::B_BYTES + j * SM90_PANEL_BYTES, &tm.b, full,
-                                k.n0 + 64 * j, kb * SM90_BK, k.g);
         }
     }
 }
@@ -220,28 +161,36 @@ __device__ __forceinline__ void gemm_store_r192(const GemmSm90Params &p, const f
     }
 }
 
+/* The three-consumer tiles (512 threads): token-side (ROWS false: TN of a group's rows as wgmma's
+ * N, sm90_mma<1, 0>) or 192 x 192 (ROWS, TN = 192: sm90_mma<0, 1>). */
+template <int TN, bool ROWS>
 __global__ void __launch_bounds__(TOK_THREADS, 1)
-    gemm_sm90_r192_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
+    gemm_sm90_192_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
-    const GemmTokSmem<192> sm = sm90_setup<GemmTokSmem<192>>(smem_raw);
+    const GemmTokSmem<TN> sm = sm90_setup<GemmTokSmem<TN>>(smem_raw);
     const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<TOK_PRODUCER_REGS>();
-        if (threadIdx.x == 0) gemm_produce_r192(p, tm, wd, sm);
+        if (threadIdx.x == 0) gemm_produce_192<TN, ROWS>(p, tm, wd, sm);
         return;
     }
     mok_setmaxnreg_inc<TOK_CONSUMER_REGS>();
-    float acc[96];
+    float acc[TN / 2];
 #pragma unroll
-    for (int i = 0; i < 96; i++) acc[i] = 0.0f;
+    for (int i = 0; i < TN / 2; i++) acc[i] = 0.0f;
     Sm90Ring sr = {0, 0};
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-        const GemmTile k = gemm_tile_r192(p, t);
-        sm90_mma<0, 1>(acc, wd, sm, sr, wg - 1, KB, 64, t);
-        gemm_store_r192(p, acc, wg - 1, k);
+        const GemmTile k = gemm_tile_192(p, t);
+        if constexpr (ROWS) {
+            sm90_mma<0, 1>(acc, wd, sm, sr, wg - 1, KB, 64, t);
+            gemm_store_r192(p, acc, wg - 1, k);
+        } else {
+            sm90_mma<1, 0>(acc, wd, sm, sr, wg - 1, KB, 64, t);
+            gemm_store_tok<TN>(p, acc, wg - 1, k);
+        }
     }
 #else
     asm volatile("trap;");
@@ -385,36 +334,54 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
     return *why == NULL;
 }
 
-/* Every entry point: the shape checked, the kernel launched (rope: NULL or the table; tok: 0, the
- * token-side tiles' rows, 176 or 192, or GEMM_R192 for the 192 x 192 tiles). */
-static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+/* The tiles behind the entry points (GEMM_128x256 also with RoPE in its epilogue). */
+enum { GEMM_128x256, GEMM_TOK176, GEMM_TOK192, GEMM_R192 };
+
+typedef void (*GemmKernel)(GemmSm90Params, GemmSm90Maps);
+typedef struct {
+    GemmKernel kernel;
+    const char *name;
+    int tok;                  /* token-side: the most rows a group (one tile a group's rows), else 0 */
+    int bm, bn;               /* rows and columns of C a tile (token-side: a tile takes the group's rows) */
+    int threads, smem, regs;  /* regs: the block's setmaxnreg split */
+} GemmVariant;
+
+static GemmVariant gemm_variant(int kind, int rope) {
+    const int regs3 = TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128);
+    const int smem192 = GemmTokSmem<192>::BYTES;
+    switch (kind) {
+    case GEMM_TOK176:
+        return {gemm_sm90_192_kernel<176, false>, "gemm_sm90_grouped_tok", 176, 0, TOK_BN, TOK_THREADS,
+                GemmTokSmem<176>::BYTES, regs3};
+    case GEMM_TOK192:
+        return {gemm_sm90_192_kernel<192, false>, "gemm_sm90_grouped_tok192", 192, 0, TOK_BN, TOK_THREADS, smem192,
+                regs3};
+    case GEMM_R192:
+        return {gemm_sm90_192_kernel<192, true>, "gemm_sm90_grouped_r192", 0, TOK_BN, TOK_BN, TOK_THREADS, smem192,
+                regs3};
+    default:
+        return {rope ? gemm_sm90_kernel<true> : gemm_sm90_kernel<false>, rope ? "gemm_sm90_rope" : "gemm_sm90_grouped",
+                0, SM90_BM, GEMM_BN, SM90_THREADS, SM90_SMEM_BYTES,
+                SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256};
+    }
+}
+
+/* Every entry point: the shape checked, the kernel of `kind` launched (rope: NULL or the table). */
+static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                         const float *rope, int T, int D, cudaStream_t stream) {
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
-    const int r192 = tok == GEMM_R192;
-    if (r192) tok = 0;
-    if (tok && (M > tok || (long)G * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX))
-        mokc_die(MOKC_EXIT_RUNTIME, NULL,
-                 "gemm_sm90_grouped_tok: %d x (%d x %d): more than %d rows a group or 2^31 tiles (internal)", G, M, N,
-                 tok);
-    if (r192 && (long)G * (((long)M + TOK_BN - 1) / TOK_BN) * (((long)N + TOK_BN - 1) / TOK_BN) > INT_MAX)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90_grouped_r192: %d x (%d x %d): 2^31 tiles or more (internal)", G, M,
-                 N);
+    const GemmVariant v = gemm_variant(kind, rope != NULL);
+    const long mt = v.tok ? 1 : ((long)M + v.bm - 1) / v.bm, nt = ((long)N + v.bn - 1) / v.bn;
+    if (v.tok && M > v.tok)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: %d x (%d x %d): more than %d rows a group (internal)", v.name, G, M, N,
+                 v.tok);
+    if ((long)G * mt * nt > INT_MAX)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: %d x (%d x %d): 2^31 tiles or more (internal)", v.name, G, M, N);
     if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
-    const int tok_regs = TOK_PRODUCER_REGS * 128 + TOK_CONSUMER_REGS * (TOK_THREADS - 128);
-    if (tok == 176)
-        sm90_prepare(gemm_sm90_tok_kernel<176>, SM90_BM, "gemm_sm90_grouped_tok", GemmTokSmem<176>::BYTES, TOK_THREADS,
-                     tok_regs);
-    else if (tok)
-        sm90_prepare(gemm_sm90_tok_kernel<192>, SM90_BM, "gemm_sm90_grouped_tok192", GemmTokSmem<192>::BYTES,
-                     TOK_THREADS, tok_regs);
-    else if (r192)
-        sm90_prepare(gemm_sm90_r192_kernel, SM90_BM, "gemm_sm90_grouped_r192", GemmTokSmem<192>::BYTES, TOK_THREADS,
-                     tok_regs);
-    else if (rope) sm90_prepare(gemm_sm90_kernel<true>, SM90_BM, "gemm_sm90_rope");
-    else sm90_prepare(gemm_sm90_kernel<false>, SM90_BM, "gemm_sm90_grouped");
+    sm90_prepare(v.kernel, SM90_BM, v.name, v.smem, v.threads, v.regs);
     int dev = 0, sms = 0;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -430,7 +397,7 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     }
     GemmSm90Maps tm;
     const int rows8 = (M + 7) / 8 * 8;
-    sm90_encode(&tm.a, A, 3, K, M, G, tok ? rows8 : r192 ? TOK_BN : SM90_BM);
+    sm90_encode(&tm.a, A, 3, K, M, G, v.tok ? rows8 : v.bm);
     sm90_encode(&tm.b, B, 3, N, K, G, 64);
     GemmSm90Params p;
     p.c = reinterpret_cast<__nv_bfloat16 *>(C);
@@ -439,32 +406,26 @@ static void gemm_launch(int tok, bf16_t *C, const bf16_t *A, const bf16_t *B, in
     p.claim = watch[dev].claim;
     p.budget_ns = GEMM_BUDGET_NS;
     p.M = M, p.N = N, p.K = K;
-    p.mt = tok ? 1 : (M + (r192 ? TOK_BN : SM90_BM) - 1) / (r192 ? TOK_BN : SM90_BM);
-    p.nt = tok || r192 ? (int)(((long)N + TOK_BN - 1) / TOK_BN) : (N + GEMM_BN - 1) / GEMM_BN;
+    p.mt = (int)mt, p.nt = (int)nt;
     p.tiles = G * p.mt * p.nt;
     p.rows8 = rows8;
-    const int grid = min(sms, p.tiles);
-    if (tok == 176) gemm_sm90_tok_kernel<176><<<grid, TOK_THREADS, GemmTokSmem<176>::BYTES, stream>>>(p, tm);
-    else if (tok) gemm_sm90_tok_kernel<192><<<grid, TOK_THREADS, GemmTokSmem<192>::BYTES, stream>>>(p, tm);
-    else if (r192) gemm_sm90_r192_kernel<<<grid, TOK_THREADS, GemmTokSmem<192>::BYTES, stream>>>(p, tm);
-    else if (rope) gemm_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
-    else gemm_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
+    v.kernel<<<min(sms, p.tiles), v.threads, v.smem, stream>>>(p, tm);
     cudaCheckLaunch();
 }
 
 extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                   cudaStream_t stream) {
-    gemm_launch(0, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_128x256, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                       cudaStream_t stream) {
-    gemm_launch(176, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_TOK176, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                          cudaStream_t stream) {
-    gemm_launch(192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_TOK192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" void gemm_sm90_grouped_r192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
@@ -487,7 +448,7 @@ extern "C" void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int 
     if (!gemm_sm90_rope_ok(M, N, K, D, &why) || T < 1 || ((uintptr_t)table & 7))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90_rope: %d x %d x %d, T %d, head dim %d: %s (internal)", M, N, K,
                  T, D, why ? why : "T must be positive and the table 8-byte aligned");
-    gemm_launch(0, C, A, B, 1, M, N, K, table, T, D, stream);
+    gemm_launch(GEMM_128x256, C, A, B, 1, M, N, K, table, T, D, stream);
 }
 
 extern "C" int gemm_sm90_watchdog_report(char *buf, size_t len) {

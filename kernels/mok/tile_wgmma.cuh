@@ -1,9 +1,9 @@
 /*
  * Hopper building blocks of the megakernel's wgmma tile (kernels/mok/mok_forward_sm90.cu): mbarriers,
- * TMA tensor loads, shared-memory matrix descriptors and wgmma.mma_async m64n256k16 and m64n176k16
- * (bf16 in, fp32 accumulators in registers; the latter for gemm_sm90.cu's token-side tile). sm_90a
- * only: every body is compiled only where __CUDA_ARCH_FEAT_SM90_ALL is defined (the callers check
- * MOK_SM90 before using them).
+ * TMA tensor loads, shared-memory matrix descriptors and wgmma.mma_async m64n256k16, m64n176k16 and
+ * m64n192k16 (bf16 in, fp32 accumulators in registers; the latter two for gemm_sm90.cu's
+ * three-consumer tiles). sm_90a only: every body is compiled only where __CUDA_ARCH_FEAT_SM90_ALL is
+ * defined (the callers check MOK_SM90 before using them).
  *
  * Shared-memory layouts (both 128-byte swizzled, written by TMA with CU_TENSOR_MAP_SWIZZLE_128B,
  * each tile 1024-byte aligned so the descriptors' base offset is 0):
