@@ -44,8 +44,20 @@ typedef struct {
     int iters, warmup, seed;
 } GemmArgs;
 
-enum { IMPL_MOK, IMPL_MOK_TOK, IMPL_MOK_TOK192, IMPL_MOK_R192, IMPL_CUBLAS, IMPL_COUNT };
-static const char *impl_names[IMPL_COUNT] = {"mok_sm90", "mok_sm90_tok", "mok_sm90_tok192", "mok_sm90_r192", "cublas"};
+/* The megakernel tile's entry points (gemm_sm90.h), each with the most rows a group it takes (0:
+ * any); cuBLAS, the reference, is the implementation after them. */
+typedef void (*GemmSm90Fn)(bf16_t *, const bf16_t *, const bf16_t *, int, int, int, int, cudaStream_t);
+static const struct {
+    const char *name;
+    GemmSm90Fn fn;
+    int max_m;
+} mok_impls[] = {{"mok_sm90", gemm_sm90_grouped, 0},
+                 {"mok_sm90_tok", gemm_sm90_grouped_tok, 176},
+                 {"mok_sm90_tok192", gemm_sm90_grouped_tok192, 192},
+                 {"mok_sm90_r192", gemm_sm90_grouped_r192, 0}};
+enum { IMPL_CUBLAS = (int)(sizeof mok_impls / sizeof mok_impls[0]), IMPL_COUNT };
+
+static const char *impl_name(int impl) { return impl < IMPL_CUBLAS ? mok_impls[impl].name : "cublas"; }
 
 typedef struct {
     Shape s;
@@ -103,14 +115,8 @@ static bf16_t *dev_alloc(long n) {
 
 static void run_impl(int impl, const Problem *p, cublasHandle_t blas, cudaStream_t st) {
     const Shape s = p->s;
-    if (impl == IMPL_MOK)
-        gemm_sm90_grouped(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
-    else if (impl == IMPL_MOK_TOK)
-        gemm_sm90_grouped_tok(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
-    else if (impl == IMPL_MOK_TOK192)
-        gemm_sm90_grouped_tok192(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
-    else if (impl == IMPL_MOK_R192)
-        gemm_sm90_grouped_r192(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
+    if (impl < IMPL_CUBLAS)
+        mok_impls[impl].fn(p->C[impl], p->A, p->B, s.G, s.M, s.N, s.K, st);
     else
         gemm_rm_strided(blas, 0, 0, s.M, s.N, s.K, p->A, GEMM_BF16, (long long)s.M * s.K, p->B, GEMM_BF16,
                         (long long)s.K * s.N, p->C[impl], GEMM_BF16, (long long)s.M * s.N, s.G, 1.0f, 0.0f);
@@ -149,8 +155,11 @@ static void report_watchdog(void *arg) {
 /* One case: the implementations timed, then compared with cuBLAS. Returns 1 if every mok output passes. */
 static int run_case(Shape s, const GemmArgs *a, unsigned long long seed, cublasHandle_t blas, cudaStream_t st) {
     const long nA = (long)s.G * s.M * s.K, nB = (long)s.G * s.K * s.N, nC = (long)s.G * s.M * s.N;
-    int run[IMPL_COUNT] = {1, s.M <= 176, s.M <= 192, 1, 1}, nrun = 0;
-    for (int impl = 0; impl < IMPL_COUNT; impl++) nrun += run[impl];
+    int run[IMPL_COUNT], nrun = 0;
+    for (int impl = 0; impl < IMPL_COUNT; impl++) {
+        run[impl] = impl == IMPL_CUBLAS || mok_impls[impl].max_m == 0 || s.M <= mok_impls[impl].max_m;
+        nrun += run[impl];
+    }
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
     const double need = 2.0 * (nA + nB + (double)nrun * nC);
@@ -179,14 +188,14 @@ static int run_case(Shape s, const GemmArgs *a, unsigned long long seed, cublasH
         if (impl != IMPL_CUBLAS && isnan(err[impl])) snprintf(e, sizeof e, "\"nan\""); /* JSON has no NaN */
         printf("{\"bench\": \"gemm\", \"impl\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"groups\": %d, "
                "\"iters\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"rel_err\": %s}\n",
-               impl_names[impl], s.M, s.N, s.K, s.G, a->iters, ms[impl], flop / (ms[impl] * 1e9), e);
+               impl_name(impl), s.M, s.N, s.K, s.G, a->iters, ms[impl], flop / (ms[impl] * 1e9), e);
     }
     int ok = 1;
     for (int impl = 0; impl < IMPL_CUBLAS; impl++) {
         if (!run[impl]) continue;
         const int good = err[impl] < TOLERANCE; /* false for NaN */
         ok &= good;
-        printf("%s vs cublas: rel err %.2e, %.1f%% of cuBLAS's speed: %s (tolerance %g)", impl_names[impl], err[impl],
+        printf("%s vs cublas: rel err %.2e, %.1f%% of cuBLAS's speed: %s (tolerance %g)", impl_name(impl), err[impl],
                100.0 * ms[IMPL_CUBLAS] / ms[impl], good ? "ok" : "FAIL", TOLERANCE);
         if (nan[impl]) printf(", %ld elements never written (still NaN)", nan[impl]);
         printf("\n");
