@@ -12,7 +12,8 @@
  * mma.sync tiles, 128 for wgmma: mok_tile_m): mt_start (El + 1) and *total_mt.
  *
  * Persistent kernel, mma.sync tiles (grid = SMs x mok_blocks_per_sm(), MOK_THREADS threads, roles by
- * block index; the wgmma kernel keeps the protocol with roles by warp: mok_forward_sm90.cu):
+ * block index; the wgmma kernel keeps the protocol with roles by warp, and its dispatch hands out
+ * tiles in parts, arrive[mt] counting them: mok_forward_sm90.cu, sm90_dispatch):
  *   blocks [0, n_comm): dispatch. M tiles in order from the dispatch counter ticket[2] (a block
  *     that is not resident yet, e.g. behind NCCL's kernels, holds no tile that others wait on):
  *     each row lr of the tile is pulled from its source rank p's window (x rows at x_off, 16-byte
@@ -119,8 +120,9 @@ typedef struct {
  *   [wgu]    (el, 128 rows of C, 128 columns of I): g_gate[el] += xr^T @ dpg, g_up[el] += xr^T @ dpu
  *            (one 256-wide accumulator). Waits dpg_done of el's tiles.
  * Dispatch warps pull each owner row's gate-scaled dy (bf16, slot order in the source's window at
- * dy_off) into dyr and release arrive[mt]. Counters (arrive, dpg_done: mt_max each; ticket: 3)
- * zeroed by mok_backward_launch. Deterministic: one task per output element, fixed K order. */
+ * dy_off) into dyr, a tile in parts (sm90_dispatch), and add each to arrive[mt]. Counters
+ * (arrive, dpg_done: mt_max each; ticket: 3) zeroed by mok_backward_launch. Deterministic: one
+ * task per output element, fixed K order. */
 typedef struct {
     bf16_t *dyr, *dpg, *dpu;           /* (R_max, C), (R_max, I) x 2: owner-side scratch        */
     const bf16_t *xr, *h;              /* the forward's owner rows and SwiGLU output (R_max, .) */

@@ -95,7 +95,8 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             if (k.kind == BWD_DGRAD)
-                mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.idx, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
+                mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.idx, SM90_DISPATCH_PARTS,
+                         MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
             else
                 mok_wait(p.err, p.ticket + 1, p.budget_ns, p.dpg_done + k.idx, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t,
                          k.idx);
@@ -126,7 +127,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
         int &known = ready.el[k.kind == BWD_WDOWN ? 0 : 1];
         if (known != k.idx) {
             if (k.kind == BWD_WDOWN)
-                sm90_wait_expert(p, p.arrive, 1u, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
+                sm90_wait_expert(p, p.arrive, SM90_DISPATCH_PARTS, MOK_ROLE_BWD_WAIT_DISPATCH, t, k.idx);
             else
                 sm90_wait_expert(p, p.dpg_done, 2u * bwd_nA(p), MOK_ROLE_BWD_WAIT_SWIGLU, t, k.idx);
             known = k.idx;
@@ -396,7 +397,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 4; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = sm.bars->trace[i];
         }
         else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
-            sm90_dispatch(p, MT, &sm.bars->dispatch_mt, p.dyr, p.dy_off, 1);
+            sm90_dispatch(p, MT, &sm.bars->dispatch_part, p.dyr, p.dy_off, 1);
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();

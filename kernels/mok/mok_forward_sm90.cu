@@ -108,7 +108,8 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         if (k.down)
             mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + k.mt, 2u * o.nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, k.mt);
         else
-            mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.mt, 1u, MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);
+            mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.mt, SM90_DISPATCH_PARTS,
+                     MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);
         if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.down] += mok_globaltimer() - tw;
         mok_fence_proxy_async_global();
         int el, r0, nrows;
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 2; i++) out[i] = sm.bars->trace[i];
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
             const long long t0 = TRACE ? mok_globaltimer() : 0;
-            sm90_dispatch(p, o.MT, &sm.bars->dispatch_mt, p.xr, p.x_off, 0);
+            sm90_dispatch(p, o.MT, &sm.bars->dispatch_part, p.xr, p.x_off, 0);
             if (TRACE && threadIdx.x == 32) out[MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
         }
         return;

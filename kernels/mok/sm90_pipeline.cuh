@@ -51,7 +51,7 @@ struct Sm90BarsT {
     uint64_t full[STAGES], empty[STAGES];
     uint64_t task_full[2], task_empty[2];
     int task[2];
-    int dispatch_mt; /* the dispatch warps' current M tile */
+    int dispatch_part; /* the dispatch warps' current part of an M tile */
     unsigned long long trace[MOK_TRACE_SLOTS]; /* the kernel's trace (mok.h), written out at the end */
 };
 typedef Sm90BarsT<SM90_STAGES> Sm90Bars;
@@ -414,20 +414,29 @@ __device__ __forceinline__ void sm90_push_drain() {
     if ((threadIdx.x & 127) < 32) mok_bulk_wait();
 }
 
-/* Warps 1-3 of warpgroup 0: pull the rows of the M tiles the dispatch counter (ticket[2]) hands
+/* The dispatch hands out an M tile's rows in SM90_DISPATCH_PARTS parts of SM90_BM / parts rows,
+ * in order, and arrive[mt] counts the tile's parts (empty parts of a short tile included). With
+ * whole tiles a claim, every block pulled its own tile at once and the first tiles landed only as
+ * the first grid's worth all did; in parts, the first tiles' rows land first. */
+#define SM90_DISPATCH_PARTS 4
+
+/* Warps 1-3 of warpgroup 0: pull the rows of the tile parts the dispatch counter (ticket[2]) hands
  * out into dst (owner layout, C columns) from the sources' windows at offset off (row = token, or
- * slot when per_slot), then release arrive[mt]. */
+ * slot when per_slot), then add the part to arrive[mt]. */
 template <class P>
-__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_mt, bf16_t *dst, size_t off, int per_slot) {
+__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, bf16_t *dst, size_t off, int per_slot) {
+    constexpr int part_rows = SM90_BM / SM90_DISPATCH_PARTS;
+    static_assert(part_rows * SM90_DISPATCH_PARTS == SM90_BM, "parts of equal rows");
     const int warp = threadIdx.x >> 5, base = p.expert_offset_all[p.e0];
     for (;;) {
-        if (threadIdx.x == 32) *s_mt = (int)atomicAdd(p.ticket + 2, 1u);
+        if (threadIdx.x == 32) *s_part = (int)atomicAdd(p.ticket + 2, 1u);
         sm90_named_sync(1, 96);
-        const int mt = *s_mt;
+        const int u = *s_part, mt = u / SM90_DISPATCH_PARTS, r_lo = u % SM90_DISPATCH_PARTS * part_rows;
         if (mt >= MT) return;
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
-        for (int r = warp - 1; r < nrows; r += 3) mok_pull_row(p, base, r0 + r, dst, off, per_slot);
+        const int r_hi = min(nrows, r_lo + part_rows);
+        for (int r = r_lo + warp - 1; r < r_hi; r += 3) mok_pull_row(p, base, r0 + r, dst, off, per_slot);
         mok_fence_proxy_async_global(); /* the rows are read by TMA */
         sm90_named_sync(1, 96);
         if (threadIdx.x == 32) {
