@@ -344,8 +344,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             int r0, nrows;
             sm90_consumer_rows(p, w, k.idx, r0, nrows);
             if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
-                sm90_skip_stages(wd, sm, sr, KB, t);
-                if (k.kind == BWD_DGRAD && (threadIdx.x & 127) == 0) mok_red_release(p.dpg_done + k.idx, 1u);
+                sm90_skip_task(wd, sm, sr, KB, t, k.kind == BWD_DGRAD ? p.dpg_done + k.idx : nullptr);
                 continue;
             }
             sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);

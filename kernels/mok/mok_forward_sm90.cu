@@ -19,7 +19,7 @@
  *    tensors' edges (the K tail, columns past I or C, rows past R_max), so any C, I that are
  *    multiples of 8 work; rows of a tile past its expert's count are computed and discarded, except
  *    that a tile of at most 64 rows loads a 64-row box of A and only consumer 0 multiplies
- *    (consumer 1 lets the stages pass: sm90_skip_stages).
+ *    (consumer 1 lets the stages pass: sm90_skip_task).
  *  - epilogues stage the tile in shared memory and write whole 16-byte vectors (h, pre_gate,
  *    pre_up locally; the down rows, staged whole and sent by bulk copies of up to 512 bytes, over
  *    NVLink to the source's window).
@@ -219,8 +219,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         int r0, nrows;
         sm90_consumer_rows(p, w, k.mt, r0, nrows);
         if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
-            sm90_skip_stages(wd, sm, sr, KB, t);
-            if (!k.down && (threadIdx.x & 127) == 0) mok_red_release(p.gu_done + k.mt, 1u);
+            sm90_skip_task(wd, sm, sr, KB, t, k.down ? nullptr : p.gu_done + k.mt);
             continue;
         }
         sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);

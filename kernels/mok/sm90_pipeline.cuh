@@ -280,15 +280,18 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
     mok_mbar_arrive(&sm.bars->empty[prev]);
 }
 
-/* A consumer without rows in a task: its KB stages pass without products. It waits for each to
- * fill before its empty arrival, so that its arrivals stay in the ring's lap. */
+/* A consumer without rows in a task: its KB stages pass without products, then, where the task
+ * signals a counter (done, else NULL), its share of the signal as if it had computed. It waits for
+ * each stage to fill before its empty arrival, so that its arrivals stay in the ring's lap. */
 template <class Smem>
-__device__ __forceinline__ void sm90_skip_stages(const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int KB, int tile) {
+__device__ __forceinline__ void sm90_skip_task(const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int KB, int tile,
+                                               unsigned *done) {
     for (int kb = 0; kb < KB; kb++) {
         sm90_wait(wd, &sm.bars->full[sr.slot], sr.phase, tile);
         mok_mbar_arrive(&sm.bars->empty[sr.slot]);
         sr.next(Smem::STAGES);
     }
+    if (done && (threadIdx.x & 127) == 0) mok_red_release(done, 1u);
 }
 
 /* Consumer w's rows of M tile mt: the first local row and how many are valid (<= 0 when the tile
