@@ -430,6 +430,25 @@ const MmaKernel mma_kernels[4] = {gemm_f32x3_mma_kernel<false, false>, gemm_f32x
 
 bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0; }
 
+/* The Hopper variant v ready on the current device: its shared-memory limit raised (an attribute
+ * set per device) the first time; returns the device's multiprocessors. Once per device and
+ * variant, not at every launch (the router calls these three times a layer). */
+constexpr int kMaxDevices = 64;
+int sm90_ready(int v) {
+    static int sms_of[kMaxDevices];
+    static unsigned raised[kMaxDevices]; /* bit v: variant v's limit is raised */
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    if (dev >= kMaxDevices)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: device %d, more than %d (internal)", dev, kMaxDevices);
+    if (!sms_of[dev]) cudaCheck(cudaDeviceGetAttribute(&sms_of[dev], cudaDevAttrMultiProcessorCount, dev));
+    if (!(raised[dev] >> v & 1u)) {
+        cudaCheck(cudaFuncSetAttribute(sm90_kernels[v], cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+        raised[dev] |= 1u << v;
+    }
+    return sms_of[dev];
+}
+
 __global__ void split_kernel(uint16_t *__restrict__ planes, const float *__restrict__ x, long n) {
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
         uint32_t h, m, l;
@@ -491,13 +510,9 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
                            : lda % 4 == 0 && aligned(A.f32, 16);
         const bool vb = pb ? ldb % 8 == 0 && B.plane_stride % 8 == 0 && aligned(B.planes, 16)
                            : ldb % 4 == 0 && aligned(B.f32, 16);
-        const Sm90Kernel k = sm90_kernels[v | (pa ? 4 : 0) | (pb ? 8 : 0)];
-        int dev = 0, sms = 0;
-        cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        const int kv = v | (pa ? 4 : 0) | (pb ? 8 : 0), sms = sm90_ready(kv);
         const long items = (long)n_tiles * m_tiles * chunks;
-        cudaCheck(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-        k<<<(unsigned)(items < sms ? items : sms), THREADS, WG_SMEM, stream>>>(
+        sm90_kernels[kv]<<<(unsigned)(items < sms ? items : sms), THREADS, WG_SMEM, stream>>>(
             M, N, K, kc, n_tiles, m_tiles, chunks, A.f32, B.f32, C, alpha, beta, scratch, va, vb, A.planes,
             A.plane_stride, B.planes, B.plane_stride);
     } else {
