@@ -287,8 +287,9 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
 }
 
 /* The megakernel's forward (median of the per-iteration max over ranks) and its dispatch alone. */
-/* The megakernel: forward alone, the dispatch alone, and (wgmma tile: the backward exists) forward
- * + backward with the state kept in a MoeMokSaved; *fb_ms < 0 where there is no backward. Then,
+/* The megakernel: the forward as training runs it (its state kept in a MoeMokSaved; a forward-only
+ * call stores less), the dispatch alone, and (wgmma tile: the backward exists) forward + backward;
+ * *fb_ms < 0 where there is no backward. Then,
  * apart from the timed runs (the marks synchronise), the mean ms of each phase (moe_mok.h), the
  * slowest rank's, into phase_ms (zeros where there is no backward). */
 static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cudaStream_t s, double *fwd_ms,
@@ -312,7 +313,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
             mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
             cudaCheck(cudaEventRecord(e0, s));
             if (pass == 0) {
-                moe_mok_forward(L->y, m, NULL, L->x, L->x_bf16, &w, L->bias, L->N, s);
+                moe_mok_forward(L->y, m, &sv, L->x, L->x_bf16, &w, L->bias, L->N, s);
             } else if (pass == 1) {
                 moe_mok_dispatch_only(m, s);
             } else {

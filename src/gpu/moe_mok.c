@@ -103,8 +103,8 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     add(l, &m->barrier, 4);
     add(l, &m->st.xr, R * C * 2);
     add(l, &m->st.h, R * I * 2);
-    add(l, &m->st.pre_gate, R * I * 2);
-    add(l, &m->st.pre_up, R * I * 2);
+    /* no st.pre_gate, st.pre_up: a forward-only call keeps nothing for a backward (the kernel skips
+     * their stores when NULL); training's forwards store them in their MoeMokSaved */
     add(l, &m->st.s_gate, T * SI * 2);
     add(l, &m->st.s_up, T * SI * 2);
     add(l, &m->s_h, T * SI * 2);

@@ -45,7 +45,8 @@
 #include "gpu/moe_unfused.h"
 
 /* What a forward leaves for its backward (the routing, the schedule, the owner-side rows) and
- * where: the layer's own buffers for forward-only calls, a MoeMokSaved per layer in training. */
+ * where: the layer's own buffers for forward-only calls (without pre_gate and pre_up, NULL there:
+ * only a backward reads them), a MoeMokSaved per layer in training. */
 typedef struct {
     float *scores, *gates;       /* (N, E), (N, k) */
     int *topk, *counts;          /* (N, k), (E) this rank's slots per expert */
@@ -172,8 +173,9 @@ void moe_mok_set_group_mt(MoeMok *m, int group_mt);
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);
 
 /* y (N, C) fp32 = MoE(x), overwritten; x (N, C) fp32 for the router, x_bf16 the same rounded or
- * NULL; expert_bias (E) or NULL. sv: where to keep the state for moe_mok_backward (NULL: the
- * layer's own, m->st). Every EP rank calls it together with the same N. No host synchronisation.
+ * NULL; expert_bias (E) or NULL. sv: where to keep the state for moe_mok_backward (NULL: a
+ * forward only, its routing and rows in the layer's own m->st, the gate/up pre-activations not
+ * stored). Every EP rank calls it together with the same N. No host synchronisation.
  * After it: the state's topk, gates, counts, stat_counts and m->aux (device). */
 void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const bf16_t *x_bf16,
                      const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
