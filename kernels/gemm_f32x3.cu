@@ -430,23 +430,38 @@ const MmaKernel mma_kernels[4] = {gemm_f32x3_mma_kernel<false, false>, gemm_f32x
 
 bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0; }
 
-/* The Hopper variant v ready on the current device: its shared-memory limit raised (an attribute
- * set per device) the first time; returns the device's multiprocessors. Once per device and
- * variant, not at every launch (the router calls these three times a layer). */
+/* The current device, learned once (the router calls these GEMMs three times a layer, and each
+ * query is a host call): whether the Hopper kernels run on it, its multiprocessors, and which
+ * Hopper variants have their shared-memory limit raised (an attribute set per device). */
+struct DeviceInfo {
+    bool known, wgmma;
+    int sms;
+    unsigned raised; /* bit v: variant v */
+};
 constexpr int kMaxDevices = 64;
-int sm90_ready(int v) {
-    static int sms_of[kMaxDevices];
-    static unsigned raised[kMaxDevices]; /* bit v: variant v's limit is raised */
+DeviceInfo &device_info() {
+    static DeviceInfo info[kMaxDevices];
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
     if (dev >= kMaxDevices)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: device %d, more than %d (internal)", dev, kMaxDevices);
-    if (!sms_of[dev]) cudaCheck(cudaDeviceGetAttribute(&sms_of[dev], cudaDevAttrMultiProcessorCount, dev));
-    if (!(raised[dev] >> v & 1u)) {
-        cudaCheck(cudaFuncSetAttribute(sm90_kernels[v], cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-        raised[dev] |= 1u << v;
+    DeviceInfo &d = info[dev];
+    if (!d.known) {
+        d.wgmma = mok_sm90_available() != 0;
+        cudaCheck(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+        d.known = true;
     }
-    return sms_of[dev];
+    return d;
+}
+
+/* Hopper variant v ready to launch here; returns the device's multiprocessors. */
+int sm90_ready(int v) {
+    DeviceInfo &d = device_info();
+    if (!(d.raised >> v & 1u)) {
+        cudaCheck(cudaFuncSetAttribute(sm90_kernels[v], cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+        d.raised |= 1u << v;
+    }
+    return d.sms;
 }
 
 __global__ void split_kernel(uint16_t *__restrict__ planes, const float *__restrict__ x, long n) {
@@ -493,7 +508,7 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
                                     GemmF32x3Operand B, float *C, float alpha, float beta, int S, float *scratch,
                                     cudaStream_t stream) {
     if (M <= 0 || N <= 0) return;
-    const bool wg = impl == GEMM_F32X3_WGMMA || (impl == GEMM_F32X3_AUTO && mok_sm90_available());
+    const bool wg = impl == GEMM_F32X3_WGMMA || (impl == GEMM_F32X3_AUTO && device_info().wgmma);
     /* chunks cut at multiples of the wgmma K block, so both kernels sum the same partials */
     const int kc = K > 0 ? chunk_len(K, S < 1 ? 1 : S, WG_BK) : WG_BK;
     const int chunks = K > 0 ? (K + kc - 1) / kc : 1;

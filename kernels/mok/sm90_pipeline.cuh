@@ -417,8 +417,9 @@ __device__ __forceinline__ void sm90_push_drain() {
     if ((threadIdx.x & 127) < 32) mok_bulk_wait();
 }
 
-/* The dispatch hands out an M tile's rows in SM90_DISPATCH_PARTS parts of SM90_BM / parts rows,
- * in order, and arrive[mt] counts the tile's parts (empty parts of a short tile included). With
+/* The dispatch hands out an M tile's rows in SM90_DISPATCH_PARTS parts of tile_m / parts rows
+ * (rounded up), in order, and arrive[mt] counts the tile's parts (empty parts of a short tile
+ * included). With
  * whole tiles a claim, every block pulled its own tile at once and the first tiles landed only as
  * the first grid's worth all did; in parts, the first tiles' rows land first. */
 #define SM90_DISPATCH_PARTS 4
@@ -428,8 +429,7 @@ __device__ __forceinline__ void sm90_push_drain() {
  * slot when per_slot), then add the part to arrive[mt]. */
 template <class P>
 __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, bf16_t *dst, size_t off, int per_slot) {
-    constexpr int part_rows = SM90_BM / SM90_DISPATCH_PARTS;
-    static_assert(part_rows * SM90_DISPATCH_PARTS == SM90_BM, "parts of equal rows");
+    const int part_rows = (p.tile_m + SM90_DISPATCH_PARTS - 1) / SM90_DISPATCH_PARTS;
     const int warp = threadIdx.x >> 5, base = p.expert_offset_all[p.e0];
     for (;;) {
         if (threadIdx.x == 32) *s_part = (int)atomicAdd(p.ticket + 2, 1u);
