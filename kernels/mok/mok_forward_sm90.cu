@@ -20,9 +20,9 @@
  *    multiples of 8 work; rows of a tile past its expert's count are computed and discarded, except
  *    that a tile of at most 64 rows loads a 64-row box of A and only consumer 0 multiplies
  *    (consumer 1 lets the stages pass: sm90_skip_task).
- *  - epilogues stage the tile in shared memory and write whole 16-byte vectors (h, pre_gate,
- *    pre_up locally; the down rows, staged whole and sent by bulk copies of up to 512 bytes, over
- *    NVLink to the source's window).
+ *  - epilogues stage the tile in shared memory and write whole 16-byte vectors (h, and pre_gate,
+ *    pre_up when a backward keeps them, locally; the down rows, staged whole and sent by bulk
+ *    copies of up to 512 bytes, over NVLink to the source's window).
  *  - TMA reads rows that other blocks wrote with plain stores in the same launch (xr by the
  *    dispatch warps, h by gate/up epilogues): writers fence the async proxy before their release,
  *    the producer after its acquire.

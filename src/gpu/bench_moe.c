@@ -286,7 +286,6 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
     cudaCheck(cudaEventDestroy(e1));
 }
 
-/* The megakernel's forward (median of the per-iteration max over ranks) and its dispatch alone. */
 /* The megakernel: the forward as training runs it (its state kept in a MoeMokSaved; a forward-only
  * call stores less), the dispatch alone, and (wgmma tile: the backward exists) forward + backward;
  * *fb_ms < 0 where there is no backward. Then,

@@ -640,10 +640,11 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
 
 static const char *role_name(int role) {
     switch (role) {
-    case MOK_ROLE_GATEUP_WAIT_DISPATCH: return "gate/up tile waiting for its rows (dispatch arrival counter)";
+    case MOK_ROLE_GATEUP_WAIT_DISPATCH: /* the Hopper kernels count a tile's dispatch parts, mma.sync the tile */
+        return "gate/up tile waiting for its rows (dispatch arrival counter, in parts of the tile)";
     case MOK_ROLE_DOWN_WAIT_GATEUP: return "down tile waiting for its gate/up tiles (gate/up-done counter)";
     case MOK_ROLE_PIPELINE: return "a shared-memory pipeline stage that never filled (TMA)";
-    case MOK_ROLE_BWD_WAIT_DISPATCH: return "backward task waiting for its dy rows (arrival counter)";
+    case MOK_ROLE_BWD_WAIT_DISPATCH: return "backward task waiting for its dy rows (arrival counter, in tile parts)";
     case MOK_ROLE_BWD_WAIT_SWIGLU: return "backward task waiting for the SwiGLU backward of its rows (dpg-done counter)";
     default: return "unknown";
     }

@@ -30,8 +30,9 @@
  * Determinism: bitwise reproducible for a fixed shape, GPU and rank count, independent of the
  * number of communication blocks (each output element is computed by one tile with a fixed K
  * order; no floating-point atomics); the two mma.sync tiles give the same bits, wgmma other ones.
- * Memory (besides cuBLAS's workspace): moe_mok_bytes; the owner-side buffers (xr, h, pre_gate,
- * pre_up) are sized for R_max = ep * N_max * min(k, E_local) rows: dropless, never overflowing.
+ * Memory (besides cuBLAS's workspace): moe_mok_bytes, and moe_mok_saved_bytes per forward kept for a
+ * backward; the owner-side buffers (xr, h; pre_gate, pre_up in the saved state only) are sized for
+ * R_max = ep * N_max * min(k, E_local) rows: dropless, never overflowing.
  */
 #ifndef MOKC_GPU_MOE_MOK_H
 #define MOKC_GPU_MOE_MOK_H
