@@ -150,14 +150,17 @@ typedef struct {
  * staging, SwiGLU, stores, release; forward, gate/up: pre_gate and pre_up staged, stored, the
  * SwiGLU, h stored and the release). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
  * dispatch warps from start to their last row, [MOK_TRACE_FWD_SPAN] consumer 0 from start to its
- * last task (the spread over blocks is the tail). The traced builds spill more registers than the
- * others (196 / 224 bytes against 28 / 40 in the backward at e51dbaa): their times run a little long. */
+ * last task (the spread over blocks is the tail). [MOK_TRACE_WAIT + kind]: the part of [0] spent
+ * waiting for a task of that kind (skipped tasks' waits stay in [0] only). The traced builds spill
+ * more registers than the others (196 / 224 bytes against 28 / 40 in the backward at e51dbaa):
+ * their times run a little long. */
 #define MOK_TRACE_SLOTS 32 /* a block's words; the forward's and the backward's traces are separate buffers,
                              so their kernel-specific slots (15, 16) do not collide */
 #define MOK_TRACE_PRODUCER 13 /* the producer's 4 slots follow the consumer's 13 */
 #define MOK_TRACE_FWD_DISPATCH 15
 #define MOK_TRACE_FWD_SPAN 16
 #define MOK_TRACE_EPI 17
+#define MOK_TRACE_WAIT 21 /* 4 slots: waiting for tasks, by the kind that came */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

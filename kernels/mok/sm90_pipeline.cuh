@@ -144,7 +144,8 @@ struct Sm90Laps {
 /* The traced builds' timekeeping of a consumer's tasks (mok.h's trace slots), kept by one thread
  * of consumer 0 (on; for the others, and in the untraced builds, every call does nothing):
  * arrived() when a task comes (the wait since the last one into [0]), mma_done() after its main
- * loop, done(kind) after its epilogue, skipped() after a task without work; epilogue_trace() is
+ * loop, done(kind) after its epilogue (the task's wait also into [MOK_TRACE_WAIT + kind]),
+ * skipped() after a task without work; epilogue_trace() is
  * Sm90Laps's argument; write_out() copies the slots of n_kinds kinds and the epilogue's sections
  * to the block's record in `trace`. */
 struct Sm90TaskClock {
@@ -166,10 +167,12 @@ struct Sm90TaskClock {
     }
     __device__ __forceinline__ void done(int kind) {
         if (!on) return;
+        const long long t_prev = t0;
         t0 = mok_globaltimer();
         tr[1 + 3 * kind] += 1;
         tr[2 + 3 * kind] += t2 - t1;
         tr[3 + 3 * kind] += t0 - t2;
+        tr[MOK_TRACE_WAIT + kind] += t1 - t_prev;
     }
     __device__ __forceinline__ unsigned long long *epilogue_trace() const { return on ? tr : nullptr; }
     __device__ __forceinline__ void write_out(unsigned long long *trace, int n_kinds) const {
@@ -177,6 +180,7 @@ struct Sm90TaskClock {
         unsigned long long *out = trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;
         for (int i = 0; i < 1 + 3 * n_kinds; i++) out[i] = tr[i];
         for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++) out[i] = tr[i];
+        for (int i = MOK_TRACE_WAIT; i < MOK_TRACE_WAIT + n_kinds; i++) out[i] = tr[i];
     }
 };
 

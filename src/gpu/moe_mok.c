@@ -428,9 +428,9 @@ static void trace_print_kinds(const double *s, int G, const char *const *kinds, 
         const double n = s[1 + 3 * k] > 0 ? s[1 + 3 * k] : 1;
         fprintf(stderr,
                 "  %-7s %7.0f tasks  main loop %.3f ms (%.2f us/task)  epilogue %.3f ms (%.2f us/task)  producer "
-                "waiting on counters %.3f ms\n",
+                "waiting on counters %.3f ms  consumers waiting for these tasks %.3f ms\n",
                 kinds[k], s[1 + 3 * k], s[2 + 3 * k] / G * 1e-6, s[2 + 3 * k] / n * 1e-3, s[3 + 3 * k] / G * 1e-6,
-                s[3 + 3 * k] / n * 1e-3, s[MOK_TRACE_PRODUCER + k] / G * 1e-6);
+                s[3 + 3 * k] / n * 1e-3, s[MOK_TRACE_PRODUCER + k] / G * 1e-6, s[MOK_TRACE_WAIT + k] / G * 1e-6);
     }
 }
 
