@@ -3,8 +3,8 @@
  * block per SM, 384 threads (the token-side tiles below: 512): lane 0 of warpgroup 0 loads stages
  * with TMA (A: one 128-row x 64-K box; B: up to four 64-K x 64-N panels, as the forward's w_down),
  * warpgroups 1 and 2 compute rows [64w, 64w + 64) x 256 columns with sm90_mma<0, 1> (A K-major,
- * B N-major), then store their half of the tile through the staging. Producer and consumers walk the same fixed tile sequence
- * (t = blockIdx.x, + gridDim.x, ...): no ticket and no task ring.
+ * B N-major), then store their half of the tile through the staging. Producer and consumers walk
+ * the same fixed tile sequence (t = blockIdx.x, + gridDim.x, ...): no ticket and no task ring.
  *
  * The token-side tiles (gemm_sm90_grouped_tok, groups of at most 176 rows: an expert's
  * tokens) compute C^T = B^T A^T: a tile is TOK_BN = 192 columns of B (wgmma's M, three consumer

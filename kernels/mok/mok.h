@@ -154,8 +154,9 @@ typedef struct {
  * waiting for a task of that kind (skipped tasks' waits stay in [0] only). The traced builds spill
  * more registers than the others (196 / 224 bytes against 28 / 40 in the backward at e51dbaa):
  * their times run a little long. */
-#define MOK_TRACE_SLOTS 32 /* a block's words; the forward's and the backward's traces are separate buffers,
-                             so their kernel-specific slots (15, 16) do not collide */
+/* MOK_TRACE_SLOTS: a block's words; the forward's and the backward's traces are separate buffers,
+ * so their kernel-specific slots (15, 16) do not collide */
+#define MOK_TRACE_SLOTS 32
 #define MOK_TRACE_PRODUCER 13 /* the producer's 4 slots follow the consumer's 13 */
 #define MOK_TRACE_FWD_DISPATCH 15
 #define MOK_TRACE_FWD_SPAN 16

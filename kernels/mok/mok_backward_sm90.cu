@@ -107,8 +107,9 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
             const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
             /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
             const bool half = nrows <= 64;
+            const unsigned bytes = (half ? SM90_A_BYTES / 2 : SM90_A_BYTES) + SM90_B_BYTES;
             for (int kb = 0; kb < KB; kb++) {
-                const int s = sm90_stage_begin(wd, sm.bars, sr, (half ? SM90_A_BYTES / 2 : SM90_A_BYTES) + SM90_B_BYTES, t);
+                const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
                 uint64_t *full = &sm.bars->full[s];
                 const int second = kb >= KBi, kk = (k.kind == BWD_DX && second ? kb - KBi : kb) * SM90_BK;
                 const CUtensorMap *ma = k.kind == BWD_DGRAD ? (half ? &tm.dyr_half : &tm.dyr_k)

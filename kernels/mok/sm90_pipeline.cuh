@@ -145,9 +145,9 @@ struct Sm90Laps {
  * of consumer 0 (on; for the others, and in the untraced builds, every call does nothing):
  * arrived() when a task comes (the wait since the last one into [0]), mma_done() after its main
  * loop, done(kind) after its epilogue (the task's wait also into [MOK_TRACE_WAIT + kind]),
- * skipped() after a task without work; epilogue_trace() is
- * Sm90Laps's argument; write_out() copies the slots of n_kinds kinds and the epilogue's sections
- * to the block's record in `trace`. */
+ * skipped() after a task without work; epilogue_trace() is Sm90Laps's argument; write_out()
+ * copies the slots of n_kinds kinds, their waits and the epilogue's sections to the block's record
+ * in `trace`. */
 struct Sm90TaskClock {
     bool on;
     unsigned long long *tr; /* the block's slots in shared memory */
@@ -423,9 +423,8 @@ __device__ __forceinline__ void sm90_push_drain() {
 
 /* The dispatch hands out an M tile's rows in SM90_DISPATCH_PARTS parts of tile_m / parts rows
  * (rounded up), in order, and arrive[mt] counts the tile's parts (empty parts of a short tile
- * included). With
- * whole tiles a claim, every block pulled its own tile at once and the first tiles landed only as
- * the first grid's worth all did; in parts, the first tiles' rows land first. */
+ * included). With whole tiles a claim, every block pulled its own tile at once and the first tiles
+ * landed only as the first grid's worth all did; in parts, the first tiles' rows land first. */
 #define SM90_DISPATCH_PARTS 4
 
 /* Warps 1-3 of warpgroup 0: pull the rows of the tile parts the dispatch counter (ticket[2]) hands
