@@ -30,7 +30,7 @@
  * *err (host-mapped) and traps.
  * Requirements: mok_tile_supported(tile, C, I) (M is masked), 1 <= n_comm < grid (mma.sync) or
  * <= grid (wgmma).
- * Counters (arrive, gu_done: mt_max each; ticket: 3) must be zero at launch (mok_forward_launch
+ * Counters (arrive, gu_done: mt_max each; ticket: MOK_TICKETS) must be zero at launch (mok_forward_launch
  * zeroes them on the stream first). Deterministic: each output element is computed once, by one
  * tile, with a fixed K order.
  */
@@ -56,6 +56,10 @@ extern "C" {
  * C % 8 == 0 and I % 8 == 0): other bits than the mma.sync tiles (another K blocking), reproducible
  * in itself. */
 enum { MOK_TILE_SIMPLE = 0, MOK_TILE_PIPE = 1, MOK_TILE_WGMMA = 2 };
+
+/* The kernels' scalar counters, ticket[MOK_TICKETS]: the task ticket, the watchdog's claim, the
+ * dispatch's part ticket, and (the backward's) parts landed and dgrad releases over all M tiles. */
+enum { MOK_TICKET_TASK, MOK_TICKET_CLAIM, MOK_TICKET_PART, MOK_TICKET_LANDED, MOK_TICKET_DGRAD, MOK_TICKETS };
 
 /* Roles in the error record. */
 enum {
@@ -91,7 +95,7 @@ typedef struct {
     const int *mt_start;         /* (El + 1)    */
     const int *total_mt;         /* (1)         */
     unsigned *arrive, *gu_done;  /* (mt_max) counters */
-    unsigned *ticket;            /* (3): tasks, the watchdog's claim, dispatch */
+    unsigned *ticket;            /* (MOK_TICKETS) */
     MokError *err;               /* device pointer of the mapped record */
     long long budget_ns;
     int e0, El, NK, k, C, I;     /* NK = N * k: slots per rank */
@@ -120,9 +124,12 @@ typedef struct {
  *   [wgu]    (el, 128 rows of C, 128 columns of I): g_gate[el] += xr^T @ dpg, g_up[el] += xr^T @ dpu
  *            (one 256-wide accumulator). Waits dpg_done of el's tiles.
  * Dispatch warps pull each owner row's gate-scaled dy (bf16, slot order in the source's window at
- * dy_off) into dyr, a tile in parts (sm90_dispatch), and add each to arrive[mt]. Counters
- * (arrive, dpg_done: mt_max each; ticket: 3) zeroed by mok_backward_launch. Deterministic: one
- * task per output element, fixed K order. */
+ * dy_off) into dyr, a tile in parts (sm90_dispatch), and add each to arrive[mt] and to
+ * ticket[MOK_TICKET_LANDED]; each dgrad consumer's release goes to dpg_done[mt] and to
+ * ticket[MOK_TICKET_DGRAD]. A weight-gradient task's producer that finds the whole count complete
+ * waits on no expert's tiles again (one acquire, not two a tile for each of El experts). Counters
+ * (arrive, dpg_done: mt_max each; ticket: MOK_TICKETS) zeroed by mok_backward_launch.
+ * Deterministic: one task per output element, fixed K order. */
 typedef struct {
     bf16_t *dyr, *dpg, *dpu;           /* (R_max, C), (R_max, I) x 2: owner-side scratch        */
     const bf16_t *xr, *h;              /* the forward's owner rows and SwiGLU output (R_max, .) */

@@ -58,7 +58,7 @@ __device__ void mok_dispatch(const MokFwdParams &p, int MT) {
     const int warp = threadIdx.x >> 5;
     const int base = p.expert_offset_all[p.e0];
     for (;;) {
-        if (threadIdx.x == 0) s_mt = (int)atomicAdd(p.ticket + 2, 1u);
+        if (threadIdx.x == 0) s_mt = (int)atomicAdd(p.ticket + MOK_TICKET_PART, 1u);
         __syncthreads();
         const int mt = s_mt;
         if (mt >= MT) return;
@@ -77,7 +77,8 @@ template <int PIPE, class Smem>
 __device__ void mok_gateup_task(const MokFwdParams &p, Smem &sm, int t, int nI) {
     const int mt = t / nI, nt = t - mt * nI;
     if (threadIdx.x == 0)
-        mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + mt, 1u, MOK_ROLE_GATEUP_WAIT_DISPATCH, t, mt);
+        mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.arrive + mt, 1u, MOK_ROLE_GATEUP_WAIT_DISPATCH, t,
+                 mt);
     __syncthreads();
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);
@@ -121,7 +122,8 @@ template <int PIPE, class Smem>
 __device__ void mok_down_task(const MokFwdParams &p, Smem &sm, int t, int tdown, int nI, int nC) {
     const int mt = tdown / nC, nt = tdown - mt * nC;
     if (threadIdx.x == 0)
-        mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + mt, (unsigned)nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, mt);
+        mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + mt, (unsigned)nI, MOK_ROLE_DOWN_WAIT_GATEUP,
+                 t, mt);
     __syncthreads();
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(MOK_THREADS) mok_forward_kernel(const MokFwdPa
     const int nI = p.I / MOK_BN, nC = p.C / MOK_BN;
     const long n_gu = (long)MT * nI, total = (long)MT * (nI + nC);
     for (;;) {
-        if (threadIdx.x == 0) s_ticket = (int)atomicAdd(p.ticket, 1u);
+        if (threadIdx.x == 0) s_ticket = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
         __syncthreads();
         const int t = s_ticket;
         __syncthreads();
@@ -209,7 +211,7 @@ extern "C" int mok_tile_supported(int tile, int C, int I, const char **why) {
 extern "C" void mok_forward_launch(const MokFwdParams *p, int grid, cudaStream_t stream) {
     cudaCheck(cudaMemsetAsync(p->arrive, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
     cudaCheck(cudaMemsetAsync(p->gu_done, 0, (size_t)p->mt_max * sizeof(unsigned), stream));
-    cudaCheck(cudaMemsetAsync(p->ticket, 0, 3 * sizeof(unsigned), stream));
+    cudaCheck(cudaMemsetAsync(p->ticket, 0, MOK_TICKETS * sizeof(unsigned), stream));
     if (p->tile == MOK_TILE_WGMMA) mok_sm90_forward_launch(p, grid, stream);
     else if (p->tile == MOK_TILE_PIPE) mok_forward_kernel<1><<<grid, MOK_THREADS, 0, stream>>>(*p);
     else mok_forward_kernel<0><<<grid, MOK_THREADS, 0, stream>>>(*p);

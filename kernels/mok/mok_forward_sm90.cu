@@ -100,15 +100,16 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
                                  const Sm90FwdOrder &o) {
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     for (;;) {
-        const int t = (int)atomicAdd(p.ticket, 1u);
+        const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
         sm90_send_task(wd, sm.bars, tr, t < o.total ? t : o.total);
         if (t >= o.total) return;
         const Sm90FwdTask k = sm90_fwd_task(t, o);
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.down)
-            mok_wait(p.err, p.ticket + 1, p.budget_ns, p.gu_done + k.mt, 2u * o.nI, MOK_ROLE_DOWN_WAIT_GATEUP, t, k.mt);
+            mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + k.mt, 2u * o.nI, MOK_ROLE_DOWN_WAIT_GATEUP,
+                     t, k.mt);
         else
-            mok_wait(p.err, p.ticket + 1, p.budget_ns, p.arrive + k.mt, SM90_DISPATCH_PARTS,
+            mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.arrive + k.mt, SM90_DISPATCH_PARTS,
                      MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);
         if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.down] += mok_globaltimer() - tw;
         mok_fence_proxy_async_global();
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
     const Sm90Smem sm = sm90_setup(smem_raw);
-    const Sm90Watch wd = {p.err, p.ticket + 1, p.budget_ns};
+    const Sm90Watch wd = {p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns};
     Sm90FwdOrder o;
     o.MT = *p.total_mt, o.nI = (p.I + 127) / 128, o.nC = (p.C + 255) / 256;
     o.G = p.group_mt > 0 && p.group_mt < o.MT ? p.group_mt : (o.MT > 0 ? o.MT : 1);
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 2; i++) out[i] = sm.bars->trace[i];
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
             const long long t0 = TRACE ? mok_globaltimer() : 0;
-            sm90_dispatch(p, o.MT, &sm.bars->dispatch_part, p.xr, p.x_off, 0);
+            sm90_dispatch(p, o.MT, &sm.bars->dispatch_part, p.xr, p.x_off, 0, nullptr);
             if (TRACE && threadIdx.x == 32) out[MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
         }
         return;

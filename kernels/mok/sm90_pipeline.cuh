@@ -285,17 +285,20 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
 }
 
 /* A consumer without rows in a task: its KB stages pass without products, then, where the task
- * signals a counter (done, else NULL), its share of the signal as if it had computed. It waits for
- * each stage to fill before its empty arrival, so that its arrivals stay in the ring's lap. */
+ * signals counters (done and done_all, else NULL), its share of the signals as if it had computed.
+ * It waits for each stage to fill before its empty arrival, so that its arrivals stay in the ring's
+ * lap. */
 template <class Smem>
 __device__ __forceinline__ void sm90_skip_task(const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int KB, int tile,
-                                               unsigned *done) {
+                                               unsigned *done, unsigned *done_all = nullptr) {
     for (int kb = 0; kb < KB; kb++) {
         sm90_wait(wd, &sm.bars->full[sr.slot], sr.phase, tile);
         mok_mbar_arrive(&sm.bars->empty[sr.slot]);
         sr.next(Smem::STAGES);
     }
-    if (done && (threadIdx.x & 127) == 0) mok_red_release(done, 1u);
+    if ((threadIdx.x & 127) != 0) return;
+    if (done) mok_red_release(done, 1u);
+    if (done_all) mok_red_release(done_all, 1u);
 }
 
 /* Consumer w's rows of M tile mt: the first local row and how many are valid (<= 0 when the tile
@@ -427,15 +430,16 @@ __device__ __forceinline__ void sm90_push_drain() {
  * landed only as the first grid's worth all did; in parts, the first tiles' rows land first. */
 #define SM90_DISPATCH_PARTS 4
 
-/* Warps 1-3 of warpgroup 0: pull the rows of the tile parts the dispatch counter (ticket[2]) hands
- * out into dst (owner layout, C columns) from the sources' windows at offset off (row = token, or
- * slot when per_slot), then add the part to arrive[mt]. */
+/* Warps 1-3 of warpgroup 0: pull the rows of the tile parts the dispatch counter hands out into
+ * dst (owner layout, C columns) from the sources' windows at offset off (row = token, or slot when
+ * per_slot), then add the part to arrive[mt] and, where given, to *landed (all tiles' parts). */
 template <class P>
-__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, bf16_t *dst, size_t off, int per_slot) {
+__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, bf16_t *dst, size_t off, int per_slot,
+                                              unsigned *landed) {
     const int part_rows = (p.tile_m + SM90_DISPATCH_PARTS - 1) / SM90_DISPATCH_PARTS;
     const int warp = threadIdx.x >> 5, base = p.expert_offset_all[p.e0];
     for (;;) {
-        if (threadIdx.x == 32) *s_part = (int)atomicAdd(p.ticket + 2, 1u);
+        if (threadIdx.x == 32) *s_part = (int)atomicAdd(p.ticket + MOK_TICKET_PART, 1u);
         sm90_named_sync(1, 96);
         const int u = *s_part, mt = u / SM90_DISPATCH_PARTS, r_lo = u % SM90_DISPATCH_PARTS * part_rows;
         if (mt >= MT) return;
@@ -448,6 +452,7 @@ __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, b
         if (threadIdx.x == 32) {
             __threadfence();
             mok_red_release(p.arrive + mt, 1u);
+            if (landed) mok_red_release(landed, 1u);
         }
     }
 }

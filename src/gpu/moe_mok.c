@@ -99,7 +99,7 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     add(l, &m->st.total_mt, 4);
     add(l, &m->arrive, mt * 4);
     add(l, &m->gu_done, mt * 4);
-    add(l, &m->ticket, 3 * 4);
+    add(l, &m->ticket, MOK_TICKETS * sizeof(unsigned));
     add(l, &m->barrier, 4);
     add(l, &m->st.xr, R * C * 2);
     add(l, &m->st.h, R * I * 2);
