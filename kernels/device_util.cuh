@@ -92,6 +92,16 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float (&v)[8]) {
     return u;
 }
 
+/* Eight bf16 times w, rounded to bf16 again: the backward's gate-scaled dy rows, bf16(w * bf16(dy)).
+ * The unfused layer's slot rows and the megakernel's dispatch both call it, so they agree to the bit. */
+__device__ __forceinline__ uint4 scale_bf16x8(uint4 u, float w) {
+    float v[8];
+    unpack_bf16x8(v, u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] *= w;
+    return pack_bf16x8(v);
+}
+
 // ---- device: VEC consecutive elements (VEC > 1: the caller guarantees 16-byte alignment) ----
 
 /* VEC = 1, 4 (one float4) or 8 (two float4s) floats. */

@@ -61,17 +61,19 @@ __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict
 }
 
 /* One warp per slot s = n * k + j (not a block per token: a block reduction per slot was eight
- * barrier rounds a token): dye row = gate * dy row in bf16, dgates[s] = dot(dy row, ye row), each
- * lane summing its column groups in order, then a fixed butterfly over the lanes. */
-__global__ void combine_backward_kernel(uint16_t *__restrict__ dye, float *__restrict__ dgates,
-                                        const float *__restrict__ dy, const uint16_t *__restrict__ ye,
-                                        const float *__restrict__ gates, const int *__restrict__ slot_row, int N, int k,
-                                        int C, int vec) {
+ * barrier rounds a token): dgates[s] = dot(dy row, ye row), each lane summing its column groups in
+ * order, then a fixed butterfly over the lanes; the row's bf16 dy into dyb (slot j = 0's warp)
+ * and the slot's row bf16(gate * bf16(dy)) into dye, each where given. */
+__global__ void combine_backward_kernel(uint16_t *__restrict__ dye, uint16_t *__restrict__ dyb,
+                                        float *__restrict__ dgates, const float *__restrict__ dy,
+                                        const uint16_t *__restrict__ ye, const float *__restrict__ gates,
+                                        const int *__restrict__ slot_row, int N, int k, int C, int vec) {
     const int lane = threadIdx.x & 31, warps = kThreads / 32;
     const long slots = (long)N * k;
     for (long s = (long)blockIdx.x * warps + (threadIdx.x >> 5); s < slots; s += (long)gridDim.x * warps) {
-        const float *dyn = dy + (s / k) * C;
-        const long r = slot_row[s];
+        const long n = s / k, r = slot_row[s];
+        const float *dyn = dy + n * C;
+        uint16_t *bn = dyb && s == n * k ? dyb + n * C : nullptr, *er = dye ? dye + r * C : nullptr;
         const float w = gates[s];
         float dot = 0;
         if (vec) {
@@ -83,18 +85,17 @@ __global__ void combine_backward_kernel(uint16_t *__restrict__ dye, float *__res
                 unpack_bf16x8(v, reinterpret_cast<const uint4 *>(ye + r * C)[g]);
 #pragma unroll
                 for (int i = 0; i < 8; i++) dot += d[i] * v[i];
-                uint4 o;
-                o.x = pack_bf16x2(w * d[0], w * d[1]);
-                o.y = pack_bf16x2(w * d[2], w * d[3]);
-                o.z = pack_bf16x2(w * d[4], w * d[5]);
-                o.w = pack_bf16x2(w * d[6], w * d[7]);
-                reinterpret_cast<uint4 *>(dye + r * C)[g] = o;
+                const uint4 db = pack_bf16x8(d);
+                if (bn) reinterpret_cast<uint4 *>(bn)[g] = db;
+                if (er) reinterpret_cast<uint4 *>(er)[g] = scale_bf16x8(db, w);
             }
         } else {
             for (int c = lane; c < C; c += 32) {
                 const float d = dyn[c];
                 dot += d * bf(ye[r * C + c]);
-                dye[r * C + c] = to_bf(w * d);
+                const uint16_t db = to_bf(d);
+                if (bn) bn[c] = db;
+                if (er) er[c] = to_bf(w * bf(db));
             }
         }
 #pragma unroll
@@ -144,14 +145,15 @@ extern "C" void gpu_moe_combine(float *y, const bf16_t *ye, const float *gates, 
     cudaCheckLaunch();
 }
 
-extern "C" void gpu_moe_combine_backward(bf16_t *dye, float *dgates, const float *dy, const bf16_t *ye,
+extern "C" void gpu_moe_combine_backward(bf16_t *dye, bf16_t *dyb, float *dgates, const float *dy, const bf16_t *ye,
                                          const float *gates, const int *slot_row, int N, int k, int C,
                                          cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    const int vec = C % 8 == 0 && aligned16(dye) && aligned16(dy) && aligned16(ye);
+    const int vec = C % 8 == 0 && aligned16(dye) && aligned16(dyb) && aligned16(dy) && aligned16(ye);
     const long slot_blocks = ((long)N * k + kThreads / 32 - 1) / (kThreads / 32);
     const unsigned blocks = (unsigned)(slot_blocks < 65535 * 16 ? slot_blocks : 65535 * 16);
-    combine_backward_kernel<<<blocks, kThreads, 0, stream>>>(dye, dgates, dy, ye, gates, slot_row, N, k, C, vec);
+    combine_backward_kernel<<<blocks, kThreads, 0, stream>>>(dye, dyb, dgates, dy, ye, gates, slot_row, N, k, C,
+                                                             vec);
     cudaCheckLaunch();
 }
 

@@ -22,10 +22,12 @@ extern "C" {
 void gpu_moe_combine(float *y, const bf16_t *ye, const float *gates, const int *slot_row, int N, int k, int C,
                      int add, cudaStream_t stream);
 
-/* For every slot: dye[slot_row[s], c] = bf16(gates[s] * dy[n, c]) (overwrite, bf16 (N*k, C)) and
- * dgates[s] = sum_c dy[n, c] * ye[slot_row[s], c] (fp32 (N, k), overwrite). dy fp32 (N, C). */
-void gpu_moe_combine_backward(bf16_t *dye, float *dgates, const float *dy, const bf16_t *ye, const float *gates,
-                              const int *slot_row, int N, int k, int C, cudaStream_t stream);
+/* For every slot: dgates[s] = sum_c dy[n, c] * ye[slot_row[s], c] (fp32 (N, k), overwrite) and,
+ * where dye, dye[slot_row[s], c] = bf16(gates[s] * bf16(dy[n, c])) (overwrite, bf16 (N*k, C): dy is
+ * rounded to bf16 first, as the megakernel's dispatch scales the bf16 rows it pulls); where dyb,
+ * dyb[n, c] = bf16(dy[n, c]) (bf16 (N, C)). dy fp32 (N, C). */
+void gpu_moe_combine_backward(bf16_t *dye, bf16_t *dyb, float *dgates, const float *dy, const bf16_t *ye,
+                              const float *gates, const int *slot_row, int N, int k, int C, cudaStream_t stream);
 
 /* dx[n, c] += sum_{j in order} dxe[slot_row[n*k+j], c]  (fp32 sum, then one add). dx fp32 (N, C);
  * dxe bf16 (N*k, C). */

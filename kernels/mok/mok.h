@@ -123,8 +123,9 @@ typedef struct {
  *            out), pushed to the source's slot (token * k + j) at y_off. Waits dpg_done[mt] == 2 nA.
  *   [wgu]    (el, 128 rows of C, 128 columns of I): g_gate[el] += xr^T @ dpg, g_up[el] += xr^T @ dpu
  *            (one 256-wide accumulator). Waits dpg_done of el's tiles.
- * Dispatch warps pull each owner row's gate-scaled dy (bf16, slot order in the source's window at
- * dy_off) into dyr, a tile in parts (sm90_dispatch), and add each to arrive[mt] and to
+ * Dispatch warps pull each owner row's dy, the token's bf16 row at dy_off in the source's window
+ * times the slot's gate at gate_off, rounded to bf16 (mok_pull_row), into dyr, a tile in parts
+ * (sm90_dispatch), and add each to arrive[mt] and to
  * ticket[MOK_TICKET_LANDED]; each dgrad consumer's release goes to dpg_done[mt] and to
  * ticket[MOK_TICKET_DGRAD]. A weight-gradient task's producer that finds the whole count complete
  * waits on no expert's tiles again (one acquire, not two a tile for each of El experts). Counters
@@ -137,7 +138,7 @@ typedef struct {
     const bf16_t *w_gate, *w_up, *w_down;
     float *g_gate, *g_up, *g_down;     /* fp32 gradients of this rank's experts (see overwrite) */
     char *const *peer_base;
-    size_t dy_off, y_off;              /* window offsets: gate-scaled dy slots, dx slots        */
+    size_t dy_off, gate_off, y_off;    /* window offsets: dy rows (bf16), gates, dx slots       */
     const int *row_slot_all, *expert_offset_all, *mt_start, *total_mt; /* the forward's schedule */
     unsigned *arrive, *dpg_done, *ticket;
     MokError *err;

@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 4; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = sm.bars->trace[i];
         }
         else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
-            sm90_dispatch(p, MT, &sm.bars->dispatch_part, p.dyr, p.dy_off, 1, p.ticket + MOK_TICKET_LANDED);
+            sm90_dispatch(p, MT, &sm.bars->dispatch_part, p.dyr, p.dy_off, p.gate_off, p.ticket + MOK_TICKET_LANDED);
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();

@@ -64,7 +64,7 @@ __device__ void mok_dispatch(const MokFwdParams &p, int MT) {
         if (mt >= MT) return;
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
-        for (int r = warp; r < nrows; r += MOK_THREADS / 32) mok_pull_row(p, base, r0 + r, p.xr, p.x_off, 0);
+        for (int r = warp; r < nrows; r += MOK_THREADS / 32) mok_pull_row(p, base, r0 + r, p.xr, p.x_off, MOK_UNSCALED);
         __syncthreads();
         if (threadIdx.x == 0) {
             __threadfence();

@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 2; i++) out[i] = sm.bars->trace[i];
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
             const long long t0 = TRACE ? mok_globaltimer() : 0;
-            sm90_dispatch(p, o.MT, &sm.bars->dispatch_part, p.xr, p.x_off, 0, nullptr);
+            sm90_dispatch(p, o.MT, &sm.bars->dispatch_part, p.xr, p.x_off, MOK_UNSCALED, nullptr);
             if (TRACE && threadIdx.x == 32) out[MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
         }
         return;

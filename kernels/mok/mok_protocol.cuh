@@ -6,6 +6,7 @@
 #ifndef MOKC_KERNELS_MOK_PROTOCOL_CUH
 #define MOKC_KERNELS_MOK_PROTOCOL_CUH
 
+#include "../device_util.cuh"
 #include "mok.h"
 
 __device__ __forceinline__ unsigned mok_ld_acquire(const unsigned *p) {
@@ -78,26 +79,34 @@ __device__ __forceinline__ void mok_tile_rows(const P &p, int mt, int &el, int &
     nrows = min(p.tile_m, cnt - in * p.tile_m);
 }
 
-/* One warp copies local row lr of dst (C columns) from its source rank's window at offset off:
- * the source's row `token` (the forward's x), or `slot` = token * k + j when per_slot (the
- * backward's gate-scaled dy). 16-byte vectors, four loads in flight per lane: NVLink latency
+/* mok_pull_row's gate_off when the rows are copied as they are (the forward's x). */
+#define MOK_UNSCALED ((size_t)-1)
+
+/* One warp copies local row lr of dst (C columns) from its source rank's window at offset off: the
+ * source's row `token` of slot token * k + j, as it is (gate_off == MOK_UNSCALED: the forward's x),
+ * or times the slot's gate (fp32 at gate_off + 4 slot in the source's window) and rounded to bf16
+ * (the backward's dy: scale_bf16x8). 16-byte vectors, four loads in flight per lane: NVLink latency
  * needs them. */
 template <class P>
-__device__ __forceinline__ void mok_pull_row(const P &p, int base, int lr, bf16_t *dst, size_t off, int per_slot) {
+__device__ __forceinline__ void mok_pull_row(const P &p, int base, int lr, bf16_t *dst, size_t off, size_t gate_off) {
     const int lane = threadIdx.x & 31, C8 = p.C / 8;
     const int g = p.row_slot_all[base + lr];
-    const int src = g / p.NK, slot = g - src * p.NK, row = per_slot ? slot : slot / p.k;
-    const int4 *s = reinterpret_cast<const int4 *>(p.peer_base[src] + off + (size_t)row * p.C * 2);
-    int4 *d = reinterpret_cast<int4 *>(dst + (size_t)lr * p.C);
+    const int src = g / p.NK, slot = g - src * p.NK, row = slot / p.k;
+    const char *win = p.peer_base[src];
+    const uint4 *s = reinterpret_cast<const uint4 *>(win + off + (size_t)row * p.C * 2);
+    uint4 *d = reinterpret_cast<uint4 *>(dst + (size_t)lr * p.C);
+    const bool scaled = gate_off != MOK_UNSCALED;
+    const float w = scaled ? *reinterpret_cast<const float *>(win + gate_off + (size_t)slot * 4) : 1.0f;
+    auto put = [&](int i, uint4 v) { d[i] = scaled ? scale_bf16x8(v, w) : v; };
     int c = lane;
     for (; c + 96 < C8; c += 128) {
-        const int4 v0 = s[c], v1 = s[c + 32], v2 = s[c + 64], v3 = s[c + 96];
-        d[c] = v0;
-        d[c + 32] = v1;
-        d[c + 64] = v2;
-        d[c + 96] = v3;
+        const uint4 v0 = s[c], v1 = s[c + 32], v2 = s[c + 64], v3 = s[c + 96];
+        put(c, v0);
+        put(c + 32, v1);
+        put(c + 64, v2);
+        put(c + 96, v3);
     }
-    for (; c < C8; c += 32) d[c] = s[c];
+    for (; c < C8; c += 32) put(c, s[c]);
 }
 
 #endif

@@ -431,11 +431,12 @@ __device__ __forceinline__ void sm90_push_drain() {
 #define SM90_DISPATCH_PARTS 4
 
 /* Warps 1-3 of warpgroup 0: pull the rows of the tile parts the dispatch counter hands out into
- * dst (owner layout, C columns) from the sources' windows at offset off (row = token, or slot when
- * per_slot), then add the part to arrive[mt] and, where given, to *landed (all tiles' parts). */
+ * dst (owner layout, C columns) from the sources' windows at offset off (mok_pull_row: scaled by
+ * the slots' gates at gate_off, or MOK_UNSCALED), then add the part to arrive[mt] and, where given,
+ * to *landed (all tiles' parts). */
 template <class P>
-__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, bf16_t *dst, size_t off, int per_slot,
-                                              unsigned *landed) {
+__device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, bf16_t *dst, size_t off,
+                                              size_t gate_off, unsigned *landed) {
     const int part_rows = (p.tile_m + SM90_DISPATCH_PARTS - 1) / SM90_DISPATCH_PARTS;
     const int warp = threadIdx.x >> 5, base = p.expert_offset_all[p.e0];
     for (;;) {
@@ -446,7 +447,7 @@ __device__ __forceinline__ void sm90_dispatch(const P &p, int MT, int *s_part, b
         int el, r0, nrows;
         mok_tile_rows(p, mt, el, r0, nrows);
         const int r_hi = min(nrows, r_lo + part_rows);
-        for (int r = r_lo + warp - 1; r < r_hi; r += 3) mok_pull_row(p, base, r0 + r, dst, off, per_slot);
+        for (int r = r_lo + warp - 1; r < r_hi; r += 3) mok_pull_row(p, base, r0 + r, dst, off, gate_off);
         mok_fence_proxy_async_global(); /* the rows are read by TMA */
         sm90_named_sync(1, 96);
         if (threadIdx.x == 32) {

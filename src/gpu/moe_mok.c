@@ -53,17 +53,12 @@ static long mok_r_max(const MoeGpuDims *d, int N) {
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-/* The window: x rows (N_max, C), the backward's gate-scaled dy slots (N_max * k, C), then n_saved
- * regions of combine slots (N_max * k, C): one per layer whose forward is kept for its backward
- * (its expert outputs stay there for the gate gradients; the backward's dx rows land there). */
-static size_t window_bytes(const MoeGpuDims *d, int N_max, int n_saved, size_t *x_off, size_t *g_off, size_t *y_off,
-                           size_t *y_stride) {
-    const size_t xb = align256((size_t)N_max * d->C * 2), yb = align256((size_t)N_max * d->k * d->C * 2);
-    if (x_off) *x_off = 0;
-    if (g_off) *g_off = xb;
-    if (y_off) *y_off = xb + yb;
-    if (y_stride) *y_stride = yb;
-    return xb + yb * (size_t)(1 + (n_saved > 1 ? n_saved : 1));
+/* The window's bytes, and its layout into w where given (MokWindow). */
+static size_t window_bytes(const MoeGpuDims *d, int N_max, int n_saved, MokWindow *w) {
+    const size_t xb = align256((size_t)N_max * d->C * 2), gb = align256((size_t)N_max * d->k * 4);
+    const size_t yb = align256((size_t)N_max * d->k * d->C * 2);
+    if (w) *w = (MokWindow){.x_off = 0, .dy_off = xb, .gate_off = 2 * xb, .y_off = 2 * xb + gb, .y_stride = yb};
+    return 2 * xb + gb + yb * (size_t)(n_saved > 1 ? n_saved : 1);
 }
 
 static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
@@ -114,7 +109,6 @@ static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     add(l, &m->dpu, R * I * 2);
     add(l, &m->dgates, T * k * 4);
     add(l, &m->x_bf16, T * C * 2);
-    add(l, &m->dy_bf16, T * C * 2);
     add(l, &m->ds_h, T * SI * 4);
     add(l, &m->ds_gate, T * SI * 2);
     add(l, &m->ds_up, T * SI * 2);
@@ -166,14 +160,14 @@ size_t moe_mok_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
     MoeMok m;
     MokBufList l;
     layout(&l, &m, d, N_max);
-    size_t s = window_bytes(d, N_max, n_saved, NULL, NULL, NULL, NULL);
+    size_t s = window_bytes(d, N_max, n_saved, NULL);
     for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
     return s;
 }
 
 size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
     check_shape(d, N_max, "moe_mok_window_bytes");
-    return window_bytes(d, N_max, n_saved, NULL, NULL, NULL, NULL);
+    return window_bytes(d, N_max, n_saved, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -238,7 +232,7 @@ void moe_mok_saved_destroy(MoeMokSaved *s) {
 }
 
 size_t moe_mok_y_off(const MoeMok *m, const MoeMokSaved *sv) {
-    return m->y_off + (sv ? (size_t)sv->slot : 0) * m->y_stride;
+    return m->win.y_off + (sv ? (size_t)sv->slot : 0) * m->win.y_stride;
 }
 
 bf16_t *moe_mok_win_y(const MoeMok *m, const MoeMokSaved *sv) {
@@ -351,15 +345,17 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
         *l.b[i].ptr = NULL;
         if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
     }
-    const size_t wb = window_bytes(d, N_max, m->n_saved, &m->x_off, &m->g_off, &m->y_off, &m->y_stride);
+    const size_t wb = window_bytes(d, N_max, m->n_saved, &m->win);
     const char *msg = NULL;
     const ncclResult_t rc = mok_symm_create(&m->symm, m->comms.ep, d->ep, wb, &msg);
     if (rc != ncclSuccess)
         mokc_die(MOKC_EXIT_RUNTIME,
                  "the megakernel needs NCCL >= 2.28 symmetric windows on one NVLink domain; use moe_impl \"unfused\"",
                  "moe_mok_create: %s failed (%s)", msg ? msg : "symmetric memory", ncclGetErrorString(rc));
-    m->win_x = (bf16_t *)((char *)mok_symm_local(m->symm) + m->x_off);
-    m->win_g = (bf16_t *)((char *)mok_symm_local(m->symm) + m->g_off);
+    char *win = mok_symm_local(m->symm);
+    m->win_x = (bf16_t *)(win + m->win.x_off);
+    m->win_dy = (bf16_t *)(win + m->win.dy_off);
+    m->win_gates = (float *)(win + m->win.gate_off);
     cublasCheck(cublasCreate(&m->blas));
     cudaCheck(cudaHostAlloc((void **)&m->err_host, sizeof(MokError), cudaHostAllocMapped));
     memset((void *)m->err_host, 0, sizeof(MokError));
@@ -382,7 +378,7 @@ struct MokPhases {
 
 const char *const mok_phase_names[MOK_PH_COUNT] = {
     "fwd_router_gemm", "fwd_route",   "fwd_gather",  "fwd_schedule", "fwd_kernel",     "fwd_barrier",   "fwd_combine",
-    "bwd_dy_slots",    "bwd_shared",  "bwd_kernel",  "bwd_barrier",  "bwd_scatter",    "bwd_route",     "bwd_router_gemms"};
+    "bwd_dy_rows",     "bwd_shared",  "bwd_kernel",  "bwd_barrier",  "bwd_scatter",    "bwd_route",     "bwd_router_gemms"};
 
 void moe_mok_set_phases(MoeMok *m, int on) {
     if (!on == !m->phases) return;
@@ -581,7 +577,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     p.w_up = wt->w_up;
     p.w_down = wt->w_down;
     p.peer_base = mok_symm_peer_table(m->symm);
-    p.x_off = m->x_off;
+    p.x_off = m->win.x_off;
     p.y_off = moe_mok_y_off(m, sv);
     p.row_slot_all = st.row_slot_all;
     p.expert_offset_all = st.eo_all;

@@ -45,6 +45,15 @@
 #include "../../kernels/mok/mok.h"
 #include "gpu/moe_unfused.h"
 
+/* The symmetric window's regions (byte offsets, the same on every EP rank): x rows (N_max, C) bf16;
+ * the backward's dy rows (N_max, C) bf16 and the slots' gates (N_max * k) fp32, which the owners
+ * pull and scale; then n_saved regions of combine slots (N_max * k, C) bf16, y_stride apart: one per
+ * layer whose forward is kept for its backward (its expert outputs stay there for the gate
+ * gradients; the backward's dx rows land there). */
+typedef struct {
+    size_t x_off, dy_off, gate_off, y_off, y_stride;
+} MokWindow;
+
 /* What a forward leaves for its backward (the routing, the schedule, the owner-side rows) and
  * where: the layer's own buffers for forward-only calls (without pre_gate and pre_up, NULL there:
  * only a backward reads them), a MoeMokSaved per layer in training. */
@@ -63,9 +72,9 @@ typedef struct {
  * Forward phases: the router GEMM (x into the window first); routing (top-k, counts, aux statistic
  * and its all-reduce); the ids all-gather; the schedule; the kernel (counters zeroed + the
  * persistent launch); the barrier (every push landed); the combine (shared experts + the
- * fixed-order combine). Backward: the dy slots and gate gradients; the shared experts and the
- * barrier; the kernel; the barrier; the sum over j into dx; the router's score backward; its two
- * GEMMs. Phase i of the forward runs from mark i to mark i + 1 (MOK_FWD_MARKS marks), the
+ * fixed-order combine). Backward: dy's bf16 rows and the gates into the window, and the gate
+ * gradients; the shared experts and the barrier; the kernel; the barrier; the sum over j into dx;
+ * the router's score backward; its two GEMMs. Phase i of the forward runs from mark i to mark i + 1 (MOK_FWD_MARKS marks), the
  * backward's from mark MOK_FWD_MARKS + i. */
 enum { MOK_FWD_MARKS = 8, MOK_BWD_MARKS = 8, MOK_PH_COUNT = MOK_FWD_MARKS - 1 + MOK_BWD_MARKS - 1 };
 extern const char *const mok_phase_names[MOK_PH_COUNT];
@@ -87,8 +96,9 @@ typedef struct {
     int sms;
     int n_saved;                /* combine-slot regions in the window (one per saved layer), >= 1 used */
     MokSymm *symm;
-    size_t x_off, g_off, y_off, y_stride; /* in the window: x rows, dy slots, combine-slot regions */
-    bf16_t *win_x, *win_g;      /* local pointers into the window */
+    MokWindow win;              /* the window's layout */
+    bf16_t *win_x, *win_dy;     /* local pointers into the window */
+    float *win_gates;
     MokState st;                /* forward-only calls */
     /* routing scratch, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
     float *logits;
@@ -102,7 +112,7 @@ typedef struct {
     float *barrier;
     bf16_t *s_h;
     /* the backward's scratch */
-    bf16_t *dyr, *dpg, *dpu, *x_bf16, *dy_bf16, *ds_gate, *ds_up;
+    bf16_t *dyr, *dpg, *dpu, *x_bf16, *ds_gate, *ds_up;
     float *dgates, *ds_h;
     /* host */
     MokError *err_host, *err_dev;
@@ -183,9 +193,9 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
 
 /* The backward of the forward kept in sv (the wgmma tile: sm_90a), same contract as
  * moe_unfused_backward: given dy (N, C) fp32 and daux, ADDS dx (N, C) fp32 and every weight
- * gradient into g. In order on the stream: the gate-scaled dy slots (bf16) into this rank's window
+ * gradient into g. In order on the stream: dy's bf16 rows and the gates into this rank's window,
  * and the gate gradients; the shared experts (cuBLAS); a barrier over the EP group; one persistent
- * launch (kernels/mok/mok.h: MokBwdParams) that pulls the dy rows to their owners, runs the expert
+ * launch (kernels/mok/mok.h: MokBwdParams) that pulls the gate-scaled dy rows to their owners, runs the expert
  * GEMMs and the SwiGLU backward, pushes the dx rows back to their sources' slots and adds the
  * experts' weight gradients; a barrier; dx += the fixed-order sum of the rows over j; the router.
  * No host synchronisation. Every EP rank calls it together. (src/gpu/moe_mok_backward.c) */

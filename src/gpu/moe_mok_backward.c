@@ -1,7 +1,8 @@
 /*
  * The MoE layer's backward through the megakernel (contract in moe_mok.h: moe_mok_backward,
  * protocol in kernels/mok/mok.h: MokBwdParams): the launches in stream order. The numerics are the
- * unfused backward's (src/gpu/moe_unfused.c): dy rows scaled by their gate and rounded to bf16,
+ * unfused backward's (src/gpu/moe_unfused.c): dy rounded to bf16, scaled by the slot's gate and
+ * rounded again (the owners scale the rows as they pull them),
  * dh in fp32 into the SwiGLU backward, bf16 dpg and dpu, fp32 dx rows rounded to bf16 for the
  * trip back, fp32 weight gradients, the router in fp32.
  */
@@ -17,15 +18,15 @@
 #include "gpu/moe_mok.h"
 #include "gpu/moe_router.h"
 
-/* The shared experts' backward (cuBLAS, as the unfused layer): adds into dx and their gradients. */
-static void shared_backward(float *dx, const MoeGpuGrads *g, const float *dy, const MokState *st, MoeMok *m,
+/* The shared experts' backward (cuBLAS, as the unfused layer): adds into dx and their gradients.
+ * dy_bf16: dy's rows in bf16. */
+static void shared_backward(float *dx, const MoeGpuGrads *g, const bf16_t *dy_bf16, const MokState *st, MoeMok *m,
                             const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
     const int C = m->d.C, SI = m->d.n_shared * m->d.I;
     if (SI == 0 || N == 0) return;
-    gpu_cast_f32_to_bf16(m->dy_bf16, dy, (long)N * C, stream);
     gpu_swiglu_forward(m->s_h, st->s_gate, st->s_up, (long)N * SI, stream);
-    gemm_rm(m->blas, 0, 1, N, SI, C, m->dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, m->ds_h, GEMM_F32, 1.0f, 0.0f);
-    gemm_rm(m->blas, 1, 0, SI, C, N, m->s_h, GEMM_BF16, m->dy_bf16, GEMM_BF16, g->shared_down, GEMM_F32, 1.0f, 1.0f);
+    gemm_rm(m->blas, 0, 1, N, SI, C, dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, m->ds_h, GEMM_F32, 1.0f, 0.0f);
+    gemm_rm(m->blas, 1, 0, SI, C, N, m->s_h, GEMM_BF16, dy_bf16, GEMM_BF16, g->shared_down, GEMM_F32, 1.0f, 1.0f);
     gpu_swiglu_backward(m->ds_gate, m->ds_up, m->ds_h, st->s_gate, st->s_up, (long)N * SI, stream);
     gemm_rm(m->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, m->ds_gate, GEMM_BF16, g->shared_gate, GEMM_F32, 1.0f, 1.0f);
     gemm_rm(m->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, m->ds_up, GEMM_BF16, g->shared_up, GEMM_F32, 1.0f, 1.0f);
@@ -52,11 +53,14 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
         x_bf16 = m->x_bf16;
     }
 
-    /* the gate-scaled dy rows (bf16) into the window's dy slots, slot order; the gate gradients
-     * from the expert outputs still in this layer's combine slots */
-    gpu_moe_combine_backward(m->win_g, m->dgates, dy, win_y, st->gates, m->slot_iota, N, k, C, stream);
+    /* dy's bf16 rows and the slots' gates into the window (the owners pull and scale them); the
+     * gate gradients from the expert outputs still in this layer's combine slots */
+    gpu_moe_combine_backward(NULL, m->win_dy, m->dgates, dy, win_y, st->gates, m->slot_iota, N, k, C, stream);
+    if (N > 0)
+        cudaCheck(cudaMemcpyAsync(m->win_gates, st->gates, (size_t)N * k * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  stream));
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 1, stream);
-    shared_backward(dx, g, dy, st, m, x_bf16, wt, N, stream);
+    shared_backward(dx, g, m->win_dy, st, m, x_bf16, wt, N, stream);
     /* every rank's dy slots are written and its gate gradients read its combine slots: the kernel
      * may pull the former and push dx rows over the latter */
     moe_mok_ep_barrier(m, stream);
@@ -77,7 +81,8 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.g_up = g->w_up;
     p.g_down = g->w_down;
     p.peer_base = mok_symm_peer_table(m->symm);
-    p.dy_off = m->g_off;
+    p.dy_off = m->win.dy_off;
+    p.gate_off = m->win.gate_off;
     p.y_off = moe_mok_y_off(m, sv);
     p.row_slot_all = st->row_slot_all;
     p.expert_offset_all = st->eo_all;

@@ -455,12 +455,12 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
         x_bf16 = w->x_bf16;
     }
 
-    /* 4'. combine: dye rows in expert order, dgates */
-    gpu_moe_combine_backward(w->dye, w->dgates, dy, a->ye, a->gates, a->slot_row, N, k, C, stream);
+    /* 4'. combine: dye rows in expert order, dgates; dy's bf16 rows for the shared experts */
+    gpu_moe_combine_backward(w->dye, SI > 0 ? w->dy_bf16 : NULL, w->dgates, dy, a->ye, a->gates, a->slot_row, N, k, C,
+                             stream);
 
     /* shared experts */
     if (SI > 0 && N > 0) {
-        gpu_cast_f32_to_bf16(w->dy_bf16, dy, (long)N * C, stream);
         gpu_swiglu_forward(w->s_h, a->s_gate, a->s_up, (long)N * SI, stream);
         gemm_rm(w->blas, 0, 1, N, SI, C, w->dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, w->ds_h, GEMM_F32, 1.0f,
                 0.0f);
