@@ -15,6 +15,7 @@
 #include "../../kernels/moe_route.h"
 #include "../../kernels/swiglu.h"
 #include "common.h"
+#include "gpu/buf_list.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
 #include "gpu/moe_router.h"
@@ -22,25 +23,6 @@
 /* ------------------------------------------------------------------------------------------------
  * Buffers (one table drives the byte count and the allocation)
  * ---------------------------------------------------------------------------------------------- */
-
-typedef struct {
-    void **ptr;
-    size_t bytes;
-} MokBuf;
-
-enum { MOK_MAX_BUFS = 48 };
-
-typedef struct {
-    MokBuf b[MOK_MAX_BUFS];
-    int n;
-} MokBufList;
-
-static void add(MokBufList *l, void *ptr, size_t bytes) {
-    if (l->n >= MOK_MAX_BUFS) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_mok: too many buffers (internal)");
-    l->b[l->n].ptr = (void **)ptr;
-    l->b[l->n].bytes = bytes;
-    l->n++;
-}
 
 /* The watchdog budget's ceiling, seconds (in nanoseconds, doubled by the pipeline waits, it must
  * stay far from the 64-bit limit; an hour is "never" for a layer). */
@@ -61,57 +43,57 @@ static size_t window_bytes(const MoeGpuDims *d, int N_max, int n_saved, MokWindo
     return 2 * xb + gb + yb * (size_t)(n_saved > 1 ? n_saved : 1);
 }
 
-static void layout(MokBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
+static void layout(GpuBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
     const size_t SI = (size_t)d->n_shared * I, R = (size_t)mok_r_max(d, N), ep = (size_t)d->ep;
     const size_t El = E / ep, mt = (size_t)mok_mt_max((long)R, (int)El);
-    memset(l, 0, sizeof *l);
-    add(l, &m->logits, T * E * 4);
-    add(l, &m->router_scratch, moe_router_scratch_bytes(N, d->C, d->E));
-    add(l, &m->st.scores, T * E * 4);
-    add(l, &m->st.gates, T * k * 4);
-    add(l, &m->st.topk, T * k * 4);
-    add(l, &m->fail, 4);
-    add(l, &m->chunk_counts, (size_t)gpu_moe_plan_chunks((long)T * k) * E * 4);
-    add(l, &m->slot_rank, T * k * 4);
-    add(l, &m->st.counts, E * 4);
-    add(l, &m->expert_offset, (E + 1) * 4);
-    add(l, &m->slot_iota, T * k * 4);
-    add(l, &m->st.stat_counts, E * 8);
-    add(l, &m->pnorm, T * 8);
-    add(l, &m->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
-    add(l, &m->psum, E * 8);
-    add(l, &m->aux, 8);
-    add(l, &m->topk_all, ep > 1 ? ep * T * k * 4 : 0);
-    add(l, &m->chunk_counts_all, (size_t)gpu_moe_plan_chunks((long)(ep * T * k)) * E * 4);
-    add(l, &m->slot_rank_all, ep * T * k * 4);
-    add(l, &m->slot_row_all, ep * T * k * 4);
-    add(l, &m->st.row_slot_all, ep * T * k * 4);
-    add(l, &m->counts_all, E * 4);
-    add(l, &m->st.eo_all, (E + 1) * 4);
-    add(l, &m->stat_all, E * 8);
-    add(l, &m->st.mt_start, (El + 1) * 4);
-    add(l, &m->st.total_mt, 4);
-    add(l, &m->arrive, mt * 4);
-    add(l, &m->gu_done, mt * 4);
-    add(l, &m->ticket, MOK_TICKETS * sizeof(unsigned));
-    add(l, &m->barrier, 4);
-    add(l, &m->st.xr, R * C * 2);
-    add(l, &m->st.h, R * I * 2);
+    gpu_buf_init(l, "moe_mok");
+    gpu_buf_add(l, &m->logits, T * E * 4);
+    gpu_buf_add(l, &m->router_scratch, moe_router_scratch_bytes(N, d->C, d->E));
+    gpu_buf_add(l, &m->st.scores, T * E * 4);
+    gpu_buf_add(l, &m->st.gates, T * k * 4);
+    gpu_buf_add(l, &m->st.topk, T * k * 4);
+    gpu_buf_add(l, &m->fail, 4);
+    gpu_buf_add(l, &m->chunk_counts, (size_t)gpu_moe_plan_chunks((long)T * k) * E * 4);
+    gpu_buf_add(l, &m->slot_rank, T * k * 4);
+    gpu_buf_add(l, &m->st.counts, E * 4);
+    gpu_buf_add(l, &m->expert_offset, (E + 1) * 4);
+    gpu_buf_add(l, &m->slot_iota, T * k * 4);
+    gpu_buf_add(l, &m->st.stat_counts, E * 8);
+    gpu_buf_add(l, &m->pnorm, T * 8);
+    gpu_buf_add(l, &m->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
+    gpu_buf_add(l, &m->psum, E * 8);
+    gpu_buf_add(l, &m->aux, 8);
+    gpu_buf_add(l, &m->topk_all, ep > 1 ? ep * T * k * 4 : 0);
+    gpu_buf_add(l, &m->chunk_counts_all, (size_t)gpu_moe_plan_chunks((long)(ep * T * k)) * E * 4);
+    gpu_buf_add(l, &m->slot_rank_all, ep * T * k * 4);
+    gpu_buf_add(l, &m->slot_row_all, ep * T * k * 4);
+    gpu_buf_add(l, &m->st.row_slot_all, ep * T * k * 4);
+    gpu_buf_add(l, &m->counts_all, E * 4);
+    gpu_buf_add(l, &m->st.eo_all, (E + 1) * 4);
+    gpu_buf_add(l, &m->stat_all, E * 8);
+    gpu_buf_add(l, &m->st.mt_start, (El + 1) * 4);
+    gpu_buf_add(l, &m->st.total_mt, 4);
+    gpu_buf_add(l, &m->arrive, mt * 4);
+    gpu_buf_add(l, &m->gu_done, mt * 4);
+    gpu_buf_add(l, &m->ticket, MOK_TICKETS * sizeof(unsigned));
+    gpu_buf_add(l, &m->barrier, 4);
+    gpu_buf_add(l, &m->st.xr, R * C * 2);
+    gpu_buf_add(l, &m->st.h, R * I * 2);
     /* no st.pre_gate, st.pre_up: a forward-only call keeps nothing for a backward (the kernel skips
      * their stores when NULL); training's forwards store them in their MoeMokSaved */
-    add(l, &m->st.s_gate, T * SI * 2);
-    add(l, &m->st.s_up, T * SI * 2);
-    add(l, &m->s_h, T * SI * 2);
+    gpu_buf_add(l, &m->st.s_gate, T * SI * 2);
+    gpu_buf_add(l, &m->st.s_up, T * SI * 2);
+    gpu_buf_add(l, &m->s_h, T * SI * 2);
     /* the backward's scratch */
-    add(l, &m->dyr, R * C * 2);
-    add(l, &m->dpg, R * I * 2);
-    add(l, &m->dpu, R * I * 2);
-    add(l, &m->dgates, T * k * 4);
-    add(l, &m->x_bf16, T * C * 2);
-    add(l, &m->ds_h, T * SI * 4);
-    add(l, &m->ds_gate, T * SI * 2);
-    add(l, &m->ds_up, T * SI * 2);
+    gpu_buf_add(l, &m->dyr, R * C * 2);
+    gpu_buf_add(l, &m->dpg, R * I * 2);
+    gpu_buf_add(l, &m->dpu, R * I * 2);
+    gpu_buf_add(l, &m->dgates, T * k * 4);
+    gpu_buf_add(l, &m->x_bf16, T * C * 2);
+    gpu_buf_add(l, &m->ds_h, T * SI * 4);
+    gpu_buf_add(l, &m->ds_gate, T * SI * 2);
+    gpu_buf_add(l, &m->ds_up, T * SI * 2);
 }
 
 /* The tile this process uses: MOKC_MOK_TILE=simple|mma|wgmma, else wgmma where it runs, else mma. */
@@ -158,11 +140,9 @@ int moe_mok_available(const MoeGpuDims *d, ncclComm_t ep_comm, int backward, cha
 size_t moe_mok_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
     check_shape(d, N_max, "moe_mok_bytes");
     MoeMok m;
-    MokBufList l;
+    GpuBufList l;
     layout(&l, &m, d, N_max);
-    size_t s = window_bytes(d, N_max, n_saved, NULL);
-    for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
-    return s;
+    return window_bytes(d, N_max, n_saved, NULL) + gpu_buf_total(&l);
 }
 
 size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
@@ -174,34 +154,32 @@ size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
  * Saved state (one per layer in training)
  * ---------------------------------------------------------------------------------------------- */
 
-static void saved_layout(MokBufList *l, MokState *st, const MoeGpuDims *d, int N) {
+static void saved_layout(GpuBufList *l, MokState *st, const MoeGpuDims *d, int N) {
     const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
     const size_t SI = (size_t)d->n_shared * I, R = (size_t)mok_r_max(d, N), ep = (size_t)d->ep, El = E / ep;
-    memset(l, 0, sizeof *l);
-    add(l, &st->scores, T * E * 4);
-    add(l, &st->gates, T * k * 4);
-    add(l, &st->topk, T * k * 4);
-    add(l, &st->counts, E * 4);
-    add(l, &st->stat_counts, E * 8);
-    add(l, &st->row_slot_all, ep * T * k * 4);
-    add(l, &st->eo_all, (E + 1) * 4);
-    add(l, &st->mt_start, (El + 1) * 4);
-    add(l, &st->total_mt, 4);
-    add(l, &st->xr, R * C * 2);
-    add(l, &st->h, R * I * 2);
-    add(l, &st->pre_gate, R * I * 2);
-    add(l, &st->pre_up, R * I * 2);
-    add(l, &st->s_gate, T * SI * 2);
-    add(l, &st->s_up, T * SI * 2);
+    gpu_buf_init(l, "moe_mok saved state");
+    gpu_buf_add(l, &st->scores, T * E * 4);
+    gpu_buf_add(l, &st->gates, T * k * 4);
+    gpu_buf_add(l, &st->topk, T * k * 4);
+    gpu_buf_add(l, &st->counts, E * 4);
+    gpu_buf_add(l, &st->stat_counts, E * 8);
+    gpu_buf_add(l, &st->row_slot_all, ep * T * k * 4);
+    gpu_buf_add(l, &st->eo_all, (E + 1) * 4);
+    gpu_buf_add(l, &st->mt_start, (El + 1) * 4);
+    gpu_buf_add(l, &st->total_mt, 4);
+    gpu_buf_add(l, &st->xr, R * C * 2);
+    gpu_buf_add(l, &st->h, R * I * 2);
+    gpu_buf_add(l, &st->pre_gate, R * I * 2);
+    gpu_buf_add(l, &st->pre_up, R * I * 2);
+    gpu_buf_add(l, &st->s_gate, T * SI * 2);
+    gpu_buf_add(l, &st->s_up, T * SI * 2);
 }
 
 size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max) {
     MokState st;
-    MokBufList l;
+    GpuBufList l;
     saved_layout(&l, &st, d, N_max);
-    size_t s = 0;
-    for (int i = 0; i < l.n; i++) s += l.b[i].bytes;
-    return s;
+    return gpu_buf_total(&l);
 }
 
 void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int slot) {
@@ -209,10 +187,9 @@ void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int sl
     s->slot = slot;
     s->N_max = N_max;
     s->N = -1;
-    MokBufList l;
+    GpuBufList l;
     saved_layout(&l, &s->st, d, N_max);
-    for (int i = 0; i < l.n; i++)
-        if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
+    gpu_buf_alloc(&l);
     cudaCheck(cudaMallocHost((void **)&s->h_aux, sizeof(double)));
     cudaCheck(cudaMallocHost((void **)&s->h_counts, (size_t)d->E * sizeof(int)));
     cudaCheck(cudaMallocHost((void **)&s->h_fail, sizeof(int)));
@@ -221,10 +198,9 @@ void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int sl
 }
 
 void moe_mok_saved_destroy(MoeMokSaved *s) {
-    MokBufList l;
+    GpuBufList l;
     saved_layout(&l, &s->st, &s->d, s->N_max);
-    for (int i = 0; i < l.n; i++)
-        if (*l.b[i].ptr) cudaCheck(cudaFree(*l.b[i].ptr));
+    gpu_buf_free(&l);
     if (s->h_aux) cudaCheck(cudaFreeHost(s->h_aux));
     if (s->h_counts) cudaCheck(cudaFreeHost(s->h_counts));
     if (s->h_fail) cudaCheck(cudaFreeHost(s->h_fail));
@@ -288,24 +264,8 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
     m->R_max = mok_r_max(d, N_max);
     m->mt_max = mok_mt_max(m->R_max, m->El);
     m->N = -1;
-    if (comms) m->comms = *comms;
     mokc_gpu_set_failure_report(report_watchdog, m);
-    if (d->ep > 1) {
-        int n = 0, r = -1;
-        if (!m->comms.ep)
-            mokc_die(MOKC_EXIT_RUNTIME, "create the NCCL EP communicator (gpu_comms_init) before the MoE layer",
-                     "moe_mok_create: ep = %d but no EP communicator", d->ep);
-        ncclCheck(ncclCommCount(m->comms.ep, &n));
-        ncclCheck(ncclCommUserRank(m->comms.ep, &r));
-        if (n != d->ep || r != d->ep_rank)
-            mokc_die(MOKC_EXIT_RUNTIME, "the EP communicator must hold the ep ranks of one group, ordered by ep_rank",
-                     "moe_mok_create: ep = %d, ep_rank = %d but the EP communicator has %d ranks and this rank is %d",
-                     d->ep, d->ep_rank, n, r);
-    } else {
-        m->comms.ep = NULL;
-    }
-    m->stats_ranks = 1;
-    if (m->comms.stats) ncclCheck(ncclCommCount(m->comms.stats, &m->stats_ranks));
+    m->stats_ranks = moe_gpu_comms_take(&m->comms, comms, d, "moe_mok_create");
 
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
@@ -339,12 +299,9 @@ void moe_mok_create(MoeMok *m, const MoeGpuDims *d, int N_max, const MoeGpuComms
     if (env && strcmp(env, "1") == 0) /* the backward's trace, then the forward's */
         cudaCheck(cudaMalloc((void **)&m->trace, 2 * trace_region(m) * sizeof(unsigned long long)));
 
-    MokBufList l;
+    GpuBufList l;
     layout(&l, m, d, N_max);
-    for (int i = 0; i < l.n; i++) {
-        *l.b[i].ptr = NULL;
-        if (l.b[i].bytes > 0) cudaCheck(cudaMalloc(l.b[i].ptr, l.b[i].bytes));
-    }
+    gpu_buf_alloc(&l);
     const size_t wb = window_bytes(d, N_max, m->n_saved, &m->win);
     const char *msg = NULL;
     const ncclResult_t rc = mok_symm_create(&m->symm, m->comms.ep, d->ep, wb, &msg);
@@ -470,10 +427,9 @@ void moe_mok_destroy(MoeMok *m) {
     moe_mok_set_phases(m, 0);
     if (m->trace) cudaCheck(cudaFree(m->trace));
     mokc_gpu_set_failure_report(NULL, NULL);
-    MokBufList l;
+    GpuBufList l;
     layout(&l, m, &m->d, m->N_max);
-    for (int i = 0; i < l.n; i++)
-        if (*l.b[i].ptr) cudaCheck(cudaFree(*l.b[i].ptr));
+    gpu_buf_free(&l);
     if (m->symm) mok_symm_destroy(m->symm);
     if (m->blas) cublasCheck(cublasDestroy(m->blas));
     if (m->err_host) cudaCheck(cudaFreeHost(m->err_host));

@@ -16,6 +16,7 @@
 #include "../../kernels/moe_rows.h"
 #include "../../kernels/swiglu.h"
 #include "common.h"
+#include "gpu/buf_list.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
 #include "gpu/moe_router.h"
@@ -43,107 +44,97 @@ void moe_gpu_dims_check(const MoeGpuDims *d, int N_max, const char *who) {
                  d->ep);
 }
 
-typedef struct {
-    void **ptr;
-    size_t bytes;
-} Buf;
-
-enum { MAX_BUFS = 48 };
-
-typedef struct {
-    Buf b[MAX_BUFS];
-    int n;
-} BufList;
-
-static void add(BufList *l, void *ptr, size_t bytes) {
-    if (l->n >= MAX_BUFS) mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_unfused: too many buffers (internal)");
-    l->b[l->n].ptr = (void **)ptr;
-    l->b[l->n].bytes = bytes;
-    l->n++;
-}
-
-static size_t total_bytes(const BufList *l) {
-    size_t s = 0;
-    for (int i = 0; i < l->n; i++) s += l->b[i].bytes;
-    return s;
-}
-
-static void alloc_all(BufList *l) {
-    for (int i = 0; i < l->n; i++) {
-        *l->b[i].ptr = NULL;
-        if (l->b[i].bytes > 0) cudaCheck(cudaMalloc(l->b[i].ptr, l->b[i].bytes));
+int moe_gpu_comms_take(MoeGpuComms *out, const MoeGpuComms *comms, const MoeGpuDims *d, const char *who) {
+    memset(out, 0, sizeof *out);
+    if (comms) *out = *comms;
+    if (d->ep > 1) {
+        int n = 0, r = -1;
+        if (!out->ep)
+            mokc_die(MOKC_EXIT_RUNTIME, "create the NCCL EP communicator (gpu_comms_init) before the MoE layer",
+                     "%s: ep = %d but no EP communicator", who, d->ep);
+        ncclCheck(ncclCommCount(out->ep, &n));
+        ncclCheck(ncclCommUserRank(out->ep, &r));
+        if (n != d->ep || r != d->ep_rank)
+            mokc_die(MOKC_EXIT_RUNTIME, "the EP communicator must hold the ep ranks of one group, ordered by ep_rank",
+                     "%s: ep = %d, ep_rank = %d but the EP communicator has %d ranks and this rank is %d there", who,
+                     d->ep, d->ep_rank, n, r);
+    } else {
+        out->ep = NULL;
     }
+    int stats_ranks = 1;
+    if (out->stats) ncclCheck(ncclCommCount(out->stats, &stats_ranks));
+    return stats_ranks;
 }
 
-static void acts_layout(BufList *l, MoeUnfusedActs *a, const MoeGpuDims *d, int N) {
+static void acts_layout(GpuBufList *l, MoeUnfusedActs *a, const MoeGpuDims *d, int N) {
     const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
     const size_t SI = (size_t)d->n_shared * I, R = (size_t)r_max(d, N), nseg = E; /* (E/ep) * ep */
-    memset(l, 0, sizeof *l);
-    add(l, &a->scores, T * E * 4);
-    add(l, &a->topk, T * k * 4);
-    add(l, &a->gates, T * k * 4);
-    add(l, &a->slot_row, T * k * 4);
-    add(l, &a->row_slot, T * k * 4);
-    add(l, &a->counts, E * 4);
-    add(l, &a->stat_counts, E * 8);
-    add(l, &a->expert_offset, (E + 1) * 4);
-    add(l, &a->seg, (2 * nseg + 1) * 4);
-    add(l, &a->xr, R * C * 2);
-    add(l, &a->pre_gate, R * I * 2);
-    add(l, &a->pre_up, R * I * 2);
-    add(l, &a->ye, T * k * C * 2);
-    add(l, &a->s_gate, T * SI * 2);
-    add(l, &a->s_up, T * SI * 2);
+    gpu_buf_init(l, "moe_unfused activations");
+    gpu_buf_add(l, &a->scores, T * E * 4);
+    gpu_buf_add(l, &a->topk, T * k * 4);
+    gpu_buf_add(l, &a->gates, T * k * 4);
+    gpu_buf_add(l, &a->slot_row, T * k * 4);
+    gpu_buf_add(l, &a->row_slot, T * k * 4);
+    gpu_buf_add(l, &a->counts, E * 4);
+    gpu_buf_add(l, &a->stat_counts, E * 8);
+    gpu_buf_add(l, &a->expert_offset, (E + 1) * 4);
+    gpu_buf_add(l, &a->seg, (2 * nseg + 1) * 4);
+    gpu_buf_add(l, &a->xr, R * C * 2);
+    gpu_buf_add(l, &a->pre_gate, R * I * 2);
+    gpu_buf_add(l, &a->pre_up, R * I * 2);
+    gpu_buf_add(l, &a->ye, T * k * C * 2);
+    gpu_buf_add(l, &a->s_gate, T * SI * 2);
+    gpu_buf_add(l, &a->s_up, T * SI * 2);
 }
 
-static void work_layout(BufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, int N) {
+static void work_layout(GpuBufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, int N) {
     const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
     const size_t SI = (size_t)d->n_shared * I, R = (size_t)r_max(d, N);
-    memset(l, 0, sizeof *l);
-    add(l, &w->logits, T * E * 4);
-    add(l, &w->router_scratch, moe_router_scratch_bytes(N, d->C, d->E));
-    add(l, &w->pnorm, T * 8);
-    add(l, &w->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
-    add(l, &w->psum, E * 8);
-    add(l, &w->aux, 8);
-    add(l, &w->fail, 4);
-    add(l, &w->chunk_counts, (size_t)gpu_moe_plan_chunks((long)N * d->k) * E * 4);
-    add(l, &w->slot_rank, T * k * 4);
-    add(l, &w->recv_counts, E * 4);
-    add(l, &w->x_bf16, T * C * 2);
-    add(l, &w->xe, T * k * C * 2);
-    add(l, &w->h, R * I * 2);
-    add(l, &w->s_h, T * SI * 2);
-    add(l, &w->dgates, T * k * 4);
-    add(l, &w->dye, T * k * C * 2);
-    add(l, &w->dh, R * I * 4);
-    add(l, &w->dpg, R * I * 2);
-    add(l, &w->dpu, R * I * 2);
-    add(l, &w->dxr, R * C * 4);
-    add(l, &w->dy_bf16, T * C * 2);
-    add(l, &w->ds_h, T * SI * 4);
-    add(l, &w->ds_gate, T * SI * 2);
-    add(l, &w->ds_up, T * SI * 2);
+    gpu_buf_init(l, "moe_unfused workspace");
+    gpu_buf_add(l, &w->logits, T * E * 4);
+    gpu_buf_add(l, &w->router_scratch, moe_router_scratch_bytes(N, d->C, d->E));
+    gpu_buf_add(l, &w->pnorm, T * 8);
+    gpu_buf_add(l, &w->aux_partial, (size_t)gpu_moe_aux_chunks(N) * E * 8);
+    gpu_buf_add(l, &w->psum, E * 8);
+    gpu_buf_add(l, &w->aux, 8);
+    gpu_buf_add(l, &w->fail, 4);
+    gpu_buf_add(l, &w->chunk_counts, (size_t)gpu_moe_plan_chunks((long)N * d->k) * E * 4);
+    gpu_buf_add(l, &w->slot_rank, T * k * 4);
+    gpu_buf_add(l, &w->recv_counts, E * 4);
+    gpu_buf_add(l, &w->x_bf16, T * C * 2);
+    gpu_buf_add(l, &w->xe, T * k * C * 2);
+    gpu_buf_add(l, &w->h, R * I * 2);
+    gpu_buf_add(l, &w->s_h, T * SI * 2);
+    gpu_buf_add(l, &w->dgates, T * k * 4);
+    gpu_buf_add(l, &w->dye, T * k * C * 2);
+    gpu_buf_add(l, &w->dh, R * I * 4);
+    gpu_buf_add(l, &w->dpg, R * I * 2);
+    gpu_buf_add(l, &w->dpu, R * I * 2);
+    gpu_buf_add(l, &w->dxr, R * C * 4);
+    gpu_buf_add(l, &w->dy_bf16, T * C * 2);
+    gpu_buf_add(l, &w->ds_h, T * SI * 4);
+    gpu_buf_add(l, &w->ds_gate, T * SI * 2);
+    gpu_buf_add(l, &w->ds_up, T * SI * 2);
     const size_t ex = d->ep > 1 ? R * C * 2 : 0;
-    add(l, &w->stage, ex);
-    add(l, &w->rows_out, ex);
-    add(l, &w->dyr, ex);
+    gpu_buf_add(l, &w->stage, ex);
+    gpu_buf_add(l, &w->rows_out, ex);
+    gpu_buf_add(l, &w->dyr, ex);
 }
 
 size_t moe_unfused_acts_bytes(const MoeGpuDims *d, int N_max) {
     moe_gpu_dims_check(d, N_max, "moe_unfused_acts_bytes");
     MoeUnfusedActs a;
-    BufList l;
+    GpuBufList l;
     acts_layout(&l, &a, d, N_max);
-    return total_bytes(&l);
+    return gpu_buf_total(&l);
 }
 
 size_t moe_unfused_work_bytes(const MoeGpuDims *d, int N_max) {
     moe_gpu_dims_check(d, N_max, "moe_unfused_work_bytes");
     MoeUnfusedWork w;
-    BufList l;
+    GpuBufList l;
     work_layout(&l, &w, d, N_max);
-    return total_bytes(&l);
+    return gpu_buf_total(&l);
 }
 
 void moe_unfused_acts_create(MoeUnfusedActs *a, const MoeGpuDims *d, int N_max) {
@@ -152,9 +143,9 @@ void moe_unfused_acts_create(MoeUnfusedActs *a, const MoeGpuDims *d, int N_max) 
     a->d = *d;
     a->N_max = N_max;
     a->R_max = r_max(d, N_max);
-    BufList l;
+    GpuBufList l;
     acts_layout(&l, a, d, N_max);
-    alloc_all(&l);
+    gpu_buf_alloc(&l);
     const int El = d->E / d->ep;
     a->h_counts = callocCheck((size_t)d->E, sizeof(int));
     a->h_recv_counts = callocCheck((size_t)d->E, sizeof(int));
@@ -167,10 +158,9 @@ void moe_unfused_acts_create(MoeUnfusedActs *a, const MoeGpuDims *d, int N_max) 
 }
 
 void moe_unfused_acts_destroy(MoeUnfusedActs *a) {
-    void *dev[] = {a->scores, a->topk, a->gates, a->slot_row, a->row_slot, a->counts, a->stat_counts,
-                   a->expert_offset, a->seg, a->xr, a->pre_gate, a->pre_up, a->ye, a->s_gate, a->s_up};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i]) cudaCheck(cudaFree(dev[i]));
+    GpuBufList l;
+    acts_layout(&l, a, &a->d, a->N_max);
+    gpu_buf_free(&l);
     free(a->h_counts);
     free(a->h_recv_counts);
     free(a->h_recv_offset);
@@ -187,27 +177,10 @@ void moe_unfused_work_create(MoeUnfusedWork *w, const MoeGpuDims *d, int N_max, 
     w->d = *d;
     w->N_max = N_max;
     w->R_max = r_max(d, N_max);
-    if (comms) w->comms = *comms;
-    if (d->ep > 1) {
-        int n = 0, r = -1;
-        if (!w->comms.ep)
-            mokc_die(MOKC_EXIT_RUNTIME, "create the NCCL EP communicator (gpu_comms_init) before the MoE layer",
-                     "moe_unfused_work_create: ep = %d but no EP communicator", d->ep);
-        ncclCheck(ncclCommCount(w->comms.ep, &n));
-        ncclCheck(ncclCommUserRank(w->comms.ep, &r));
-        if (n != d->ep || r != d->ep_rank)
-            mokc_die(MOKC_EXIT_RUNTIME, "the EP communicator must hold the ep ranks of one group, ordered by ep_rank",
-                     "moe_unfused_work_create: ep = %d, ep_rank = %d but the EP communicator has %d ranks and this "
-                     "rank is %d there",
-                     d->ep, d->ep_rank, n, r);
-    } else {
-        w->comms.ep = NULL;
-    }
-    w->stats_ranks = 1;
-    if (w->comms.stats) ncclCheck(ncclCommCount(w->comms.stats, &w->stats_ranks));
-    BufList l;
+    w->stats_ranks = moe_gpu_comms_take(&w->comms, comms, d, "moe_unfused_work_create");
+    GpuBufList l;
     work_layout(&l, w, d, N_max);
-    alloc_all(&l);
+    gpu_buf_alloc(&l);
     cublasCheck(cublasCreate(&w->blas));
     const size_t nseg = (size_t)d->E;
     cudaCheck(cudaMallocHost((void **)&w->pin_i, (1 + 2 * (size_t)d->E + 2 * nseg + 1) * sizeof(int)));
@@ -215,12 +188,9 @@ void moe_unfused_work_create(MoeUnfusedWork *w, const MoeGpuDims *d, int N_max, 
 }
 
 void moe_unfused_work_destroy(MoeUnfusedWork *w) {
-    void *dev[] = {w->logits, w->router_scratch, w->pnorm, w->aux_partial, w->psum, w->aux, w->fail,
-                   w->chunk_counts, w->slot_rank, w->recv_counts, w->x_bf16, w->xe, w->h, w->s_h, w->dgates,
-                   w->dye, w->dh, w->dpg, w->dpu, w->dxr, w->dy_bf16, w->ds_h, w->ds_gate, w->ds_up, w->stage,
-                   w->rows_out, w->dyr};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i]) cudaCheck(cudaFree(dev[i]));
+    GpuBufList l;
+    work_layout(&l, w, &w->d, w->N_max);
+    gpu_buf_free(&l);
     if (w->blas) cublasCheck(cublasDestroy(w->blas));
     if (w->pin_i) cudaCheck(cudaFreeHost(w->pin_i));
     if (w->pin_d) cudaCheck(cudaFreeHost(w->pin_d));

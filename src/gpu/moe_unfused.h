@@ -171,6 +171,11 @@ typedef struct {
 /* Checks the shape (dies with a message naming the problem). */
 void moe_gpu_dims_check(const MoeGpuDims *d, int N_max, const char *who);
 
+/* The layer's communicators from comms (NULL: none): at ep > 1 the EP communicator must hold the
+ * ep ranks of one group ordered by ep_rank (dies naming the problem otherwise); at ep = 1 it is
+ * not used (NULL). Returns the ranks of the statistics communicator (1 without one). */
+int moe_gpu_comms_take(MoeGpuComms *out, const MoeGpuComms *comms, const MoeGpuDims *d, const char *who);
+
 size_t moe_unfused_acts_bytes(const MoeGpuDims *d, int N_max);
 size_t moe_unfused_work_bytes(const MoeGpuDims *d, int N_max);
 
