@@ -159,7 +159,9 @@ typedef struct {
  * SwiGLU, h stored and the release). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
  * dispatch warps from start to their last row, [MOK_TRACE_FWD_SPAN] consumer 0 from start to its
  * last task (the spread over blocks is the tail). [MOK_TRACE_WAIT + kind]: the part of [0] spent
- * waiting for a task of that kind (skipped tasks' waits stay in [0] only). The traced builds spill
+ * waiting for a task of that kind (skipped tasks' waits stay in [0] only). [MOK_TRACE_LATE]: tasks not
+ * yet in the task ring when the consumer asked, [MOK_TRACE_LATE + 1] their waits (the rest of [0]
+ * is the others': time between tasks that the producer did not cause). The traced builds spill
  * more registers than the others (196 / 224 bytes against 28 / 40 in the backward at e51dbaa):
  * their times run a little long. */
 /* MOK_TRACE_SLOTS: a block's words; the forward's and the backward's traces are separate buffers,
@@ -170,6 +172,7 @@ typedef struct {
 #define MOK_TRACE_FWD_SPAN 16
 #define MOK_TRACE_EPI 17
 #define MOK_TRACE_WAIT 21 /* 4 slots: waiting for tasks, by the kind that came */
+#define MOK_TRACE_LATE 25 /* 2 slots: tasks not in the ring when asked for, and their waits */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

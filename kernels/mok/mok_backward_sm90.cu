@@ -342,6 +342,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     /* the trace's timekeeper: one thread of consumer 0 (mok.h: MOK_TRACE_SLOTS) */
     Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
+        if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
         const int t = sm90_recv_task(wd, sm.bars, tr);
         if (t >= total) {
             sm90_push_drain();

@@ -209,6 +209,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
     Sm90Ring sr = {0, 0}, tr = {0, 0};
     Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
+        if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
         const int t = sm90_recv_task(wd, sm.bars, tr);
         if (t >= o.total) {
             sm90_push_drain();

@@ -143,21 +143,25 @@ struct Sm90Laps {
 
 /* The traced builds' timekeeping of a consumer's tasks (mok.h's trace slots), kept by one thread
  * of consumer 0 (on; for the others, and in the untraced builds, every call does nothing):
- * arrived() when a task comes (the wait since the last one into [0]), mma_done() after its main
- * loop, done(kind) after its epilogue (the task's wait also into [MOK_TRACE_WAIT + kind]),
+ * asked(in_ring) before it asks for a task (whether the producer had sent it), arrived() when a
+ * task comes (the wait since the last one into [0], and into [MOK_TRACE_LATE] when it was not sent
+ * yet), mma_done() after its main loop, done(kind) after its epilogue (the task's wait also into
+ * [MOK_TRACE_WAIT + kind]),
  * skipped() after a task without work; epilogue_trace() is Sm90Laps's argument; write_out()
  * copies the slots of n_kinds kinds, their waits and the epilogue's sections to the block's record
  * in `trace`. */
 struct Sm90TaskClock {
-    bool on;
+    bool on, late = false;
     unsigned long long *tr; /* the block's slots in shared memory */
     long long start, t0, t1, t2;
     __device__ __forceinline__ Sm90TaskClock(bool on_, unsigned long long *tr_)
         : on(on_), tr(tr_), start(on_ ? mok_globaltimer() : 0), t0(start), t1(0), t2(0) {}
+    __device__ __forceinline__ void asked(bool in_ring) { late = !in_ring; }
     __device__ __forceinline__ void arrived() {
         if (!on) return;
         t1 = mok_globaltimer();
         tr[0] += t1 - t0;
+        if (late) tr[MOK_TRACE_LATE] += 1, tr[MOK_TRACE_LATE + 1] += t1 - t0;
     }
     __device__ __forceinline__ void mma_done() {
         if (on) t2 = mok_globaltimer();
@@ -181,6 +185,8 @@ struct Sm90TaskClock {
         for (int i = 0; i < 1 + 3 * n_kinds; i++) out[i] = tr[i];
         for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++) out[i] = tr[i];
         for (int i = MOK_TRACE_WAIT; i < MOK_TRACE_WAIT + n_kinds; i++) out[i] = tr[i];
+        out[MOK_TRACE_LATE] = tr[MOK_TRACE_LATE];
+        out[MOK_TRACE_LATE + 1] = tr[MOK_TRACE_LATE + 1];
     }
 };
 
@@ -199,6 +205,11 @@ __device__ __forceinline__ void sm90_send_task(const Sm90Watch &wd, Sm90Bars *ba
     bars->task[tr.slot] = t;
     mok_mbar_arrive(&bars->task_full[tr.slot]);
     tr.next(2);
+}
+
+/* Consumer (the traced builds' probe): whether the next ticket is in the ring already. */
+__device__ __forceinline__ bool sm90_task_in_ring(Sm90Bars *bars, const Sm90Ring &tr) {
+    return mok_mbar_test_wait(&bars->task_full[tr.slot], tr.phase);
 }
 
 /* Consumer: the next ticket. */

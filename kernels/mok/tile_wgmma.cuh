@@ -64,6 +64,19 @@ __device__ __forceinline__ bool mok_mbar_try_wait(uint64_t *bar, unsigned parity
     return ok != 0;
 }
 
+/* Whether the phase of that parity has completed, without waiting (the traced builds' probe). */
+__device__ __forceinline__ bool mok_mbar_test_wait(uint64_t *bar, unsigned parity) {
+    uint32_t ok = 1;
+#if MOK_SM90
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(mok_smem_u32(bar)), "r"(parity)
+        : "memory");
+#endif
+    return ok != 0;
+}
+
 /* Global writes of the generic proxy (plain stores by other blocks, seen through an acquire) made
  * visible to this thread's later async-proxy reads (TMA), and the writer's side of the same. */
 __device__ __forceinline__ void mok_fence_proxy_async_global() {

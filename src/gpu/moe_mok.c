@@ -404,6 +404,14 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
         free(h);
         fprintf(stderr, "mok %s trace, ep_rank %d, %d blocks (ms per block; us per task):\n  waiting for tasks %.3f ms\n",
                 fwd ? "forward" : "backward", m->d.ep_rank, G, s[0] / G * 1e-6);
+        double tasks = 0;
+        for (int k = 0; k < (fwd ? 2 : 4); k++) tasks += s[1 + 3 * k];
+        const double sent = tasks - s[MOK_TRACE_LATE];
+        fprintf(stderr,
+                "    for %.0f of %.0f tasks not yet sent when asked for %.3f ms; between the others %.3f ms (%.2f us "
+                "each)\n",
+                s[MOK_TRACE_LATE], tasks, s[MOK_TRACE_LATE + 1] / G * 1e-6, (s[0] - s[MOK_TRACE_LATE + 1]) / G * 1e-6,
+                sent > 0 ? (s[0] - s[MOK_TRACE_LATE + 1]) / sent * 1e-3 : 0.0);
         if (fwd) {
             static const char *const kinds[2] = {"gate/up", "down"};
             trace_print_kinds(s, G, kinds, 2);
