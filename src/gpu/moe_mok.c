@@ -13,11 +13,9 @@
 #include "../../kernels/moe_combine.h"
 #include "../../kernels/moe_plan.h"
 #include "../../kernels/moe_route.h"
-#include "../../kernels/swiglu.h"
 #include "common.h"
 #include "gpu/buf_list.h"
 #include "gpu/check.h"
-#include "gpu/gemm.h"
 #include "gpu/moe_router.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -84,16 +82,16 @@ static void layout(GpuBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
      * their stores when NULL); training's forwards store them in their MoeMokSaved */
     gpu_buf_add(l, &m->st.s_gate, T * SI * 2);
     gpu_buf_add(l, &m->st.s_up, T * SI * 2);
-    gpu_buf_add(l, &m->s_h, T * SI * 2);
+    gpu_buf_add(l, &m->shared.h, T * SI * 2);
     /* the backward's scratch */
     gpu_buf_add(l, &m->dyr, R * C * 2);
     gpu_buf_add(l, &m->dpg, R * I * 2);
     gpu_buf_add(l, &m->dpu, R * I * 2);
     gpu_buf_add(l, &m->dgates, T * k * 4);
     gpu_buf_add(l, &m->x_bf16, T * C * 2);
-    gpu_buf_add(l, &m->ds_h, T * SI * 4);
-    gpu_buf_add(l, &m->ds_gate, T * SI * 2);
-    gpu_buf_add(l, &m->ds_up, T * SI * 2);
+    gpu_buf_add(l, &m->shared.dh, T * SI * 4);
+    gpu_buf_add(l, &m->shared.dgate, T * SI * 2);
+    gpu_buf_add(l, &m->shared.dup, T * SI * 2);
 }
 
 /* The tile this process uses: MOKC_MOK_TILE=simple|mma|wgmma, else wgmma where it runs, else mma. */
@@ -576,13 +574,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     moe_mok_phase_mark(m, 6, stream);
 
     /* 6. shared experts, combine */
-    if (SI > 0 && N > 0) {
-        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_gate, GEMM_BF16, st.s_gate, GEMM_BF16, 1.0f,
-                0.0f);
-        gemm_rm(m->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_up, GEMM_BF16, st.s_up, GEMM_BF16, 1.0f, 0.0f);
-        gpu_swiglu_forward(m->s_h, st.s_gate, st.s_up, (long)N * SI, stream);
-        gemm_rm(m->blas, 0, 0, N, C, SI, m->s_h, GEMM_BF16, wt->shared_down, GEMM_BF16, y, GEMM_F32, 1.0f, 0.0f);
-    }
+    moe_shared_forward(m->blas, y, st.s_gate, st.s_up, x_bf16, wt, &m->shared, N, C, SI, stream);
     gpu_moe_combine(y, win_y, st.gates, m->slot_iota, N, k, C, SI > 0, stream);
     moe_mok_phase_mark(m, 7, stream);
     if (sv) {

@@ -43,6 +43,7 @@
 
 #include "../../kernels/common.h"
 #include "../../kernels/mok/mok.h"
+#include "gpu/moe_shared.h"
 #include "gpu/moe_unfused.h"
 
 /* The symmetric window's regions (byte offsets, the same on every EP rank): x rows (N_max, C) bf16;
@@ -110,10 +111,10 @@ typedef struct {
     long long *stat_all;
     unsigned *arrive, *gu_done, *ticket;
     float *barrier;
-    bf16_t *s_h;
+    MoeSharedScratch shared;
     /* the backward's scratch */
-    bf16_t *dyr, *dpg, *dpu, *x_bf16, *ds_gate, *ds_up;
-    float *dgates, *ds_h;
+    bf16_t *dyr, *dpg, *dpu, *x_bf16;
+    float *dgates;
     /* host */
     MokError *err_host, *err_dev;
     int *pin;                   /* fail flag */

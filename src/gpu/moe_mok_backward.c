@@ -11,28 +11,10 @@
 #include "../../kernels/cast.h"
 #include "../../kernels/moe_combine.h"
 #include "../../kernels/moe_route.h"
-#include "../../kernels/swiglu.h"
 #include "common.h"
 #include "gpu/check.h"
-#include "gpu/gemm.h"
 #include "gpu/moe_mok.h"
 #include "gpu/moe_router.h"
-
-/* The shared experts' backward (cuBLAS, as the unfused layer): adds into dx and their gradients.
- * dy_bf16: dy's rows in bf16. */
-static void shared_backward(float *dx, const MoeGpuGrads *g, const bf16_t *dy_bf16, const MokState *st, MoeMok *m,
-                            const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
-    const int C = m->d.C, SI = m->d.n_shared * m->d.I;
-    if (SI == 0 || N == 0) return;
-    gpu_swiglu_forward(m->s_h, st->s_gate, st->s_up, (long)N * SI, stream);
-    gemm_rm(m->blas, 0, 1, N, SI, C, dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, m->ds_h, GEMM_F32, 1.0f, 0.0f);
-    gemm_rm(m->blas, 1, 0, SI, C, N, m->s_h, GEMM_BF16, dy_bf16, GEMM_BF16, g->shared_down, GEMM_F32, 1.0f, 1.0f);
-    gpu_swiglu_backward(m->ds_gate, m->ds_up, m->ds_h, st->s_gate, st->s_up, (long)N * SI, stream);
-    gemm_rm(m->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, m->ds_gate, GEMM_BF16, g->shared_gate, GEMM_F32, 1.0f, 1.0f);
-    gemm_rm(m->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, m->ds_up, GEMM_BF16, g->shared_up, GEMM_F32, 1.0f, 1.0f);
-    gemm_rm(m->blas, 0, 1, N, C, SI, m->ds_gate, GEMM_BF16, wt->shared_gate, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
-    gemm_rm(m->blas, 0, 1, N, C, SI, m->ds_up, GEMM_BF16, wt->shared_up, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
-}
 
 void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeMokSaved *sv, MoeMok *m,
                       const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
@@ -60,7 +42,8 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
         cudaCheck(cudaMemcpyAsync(m->win_gates, st->gates, (size_t)N * k * sizeof(float), cudaMemcpyDeviceToDevice,
                                   stream));
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 1, stream);
-    shared_backward(dx, g, m->win_dy, st, m, x_bf16, wt, N, stream);
+    moe_shared_backward(m->blas, dx, g, m->win_dy, x_bf16, wt, st->s_gate, st->s_up, &m->shared, N, C,
+                        d->n_shared * d->I, stream);
     /* every rank's dy slots are written and its gate gradients read its combine slots: the kernel
      * may pull the former and push dx rows over the latter */
     moe_mok_ep_barrier(m, stream);

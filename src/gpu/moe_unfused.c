@@ -19,6 +19,7 @@
 #include "gpu/buf_list.h"
 #include "gpu/check.h"
 #include "gpu/gemm.h"
+#include "gpu/moe_shared.h"
 #include "gpu/moe_router.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ static void work_layout(GpuBufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, i
     gpu_buf_add(l, &w->x_bf16, T * C * 2);
     gpu_buf_add(l, &w->xe, T * k * C * 2);
     gpu_buf_add(l, &w->h, R * I * 2);
-    gpu_buf_add(l, &w->s_h, T * SI * 2);
+    gpu_buf_add(l, &w->shared.h, T * SI * 2);
     gpu_buf_add(l, &w->dgates, T * k * 4);
     gpu_buf_add(l, &w->dye, T * k * C * 2);
     gpu_buf_add(l, &w->dh, R * I * 4);
@@ -112,9 +113,9 @@ static void work_layout(GpuBufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, i
     gpu_buf_add(l, &w->dpu, R * I * 2);
     gpu_buf_add(l, &w->dxr, R * C * 4);
     gpu_buf_add(l, &w->dy_bf16, T * C * 2);
-    gpu_buf_add(l, &w->ds_h, T * SI * 4);
-    gpu_buf_add(l, &w->ds_gate, T * SI * 2);
-    gpu_buf_add(l, &w->ds_up, T * SI * 2);
+    gpu_buf_add(l, &w->shared.dh, T * SI * 4);
+    gpu_buf_add(l, &w->shared.dgate, T * SI * 2);
+    gpu_buf_add(l, &w->shared.dup, T * SI * 2);
     const size_t ex = d->ep > 1 ? R * C * 2 : 0;
     gpu_buf_add(l, &w->stage, ex);
     gpu_buf_add(l, &w->rows_out, ex);
@@ -396,13 +397,7 @@ void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const f
     }
 
     /* 9. shared experts, 10. combine */
-    if (SI > 0 && N > 0) {
-        gemm_rm(w->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_gate, GEMM_BF16, a->s_gate, GEMM_BF16, 1.0f,
-                0.0f);
-        gemm_rm(w->blas, 0, 0, N, SI, C, x_bf16, GEMM_BF16, wt->shared_up, GEMM_BF16, a->s_up, GEMM_BF16, 1.0f, 0.0f);
-        gpu_swiglu_forward(w->s_h, a->s_gate, a->s_up, (long)N * SI, stream);
-        gemm_rm(w->blas, 0, 0, N, C, SI, w->s_h, GEMM_BF16, wt->shared_down, GEMM_BF16, y, GEMM_F32, 1.0f, 0.0f);
-    }
+    moe_shared_forward(w->blas, y, a->s_gate, a->s_up, x_bf16, wt, &w->shared, N, C, SI, stream);
     gpu_moe_combine(y, a->ye, a->gates, a->slot_row, N, k, C, SI > 0, stream);
 }
 
@@ -430,19 +425,7 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
                              stream);
 
     /* shared experts */
-    if (SI > 0 && N > 0) {
-        gpu_swiglu_forward(w->s_h, a->s_gate, a->s_up, (long)N * SI, stream);
-        gemm_rm(w->blas, 0, 1, N, SI, C, w->dy_bf16, GEMM_BF16, wt->shared_down, GEMM_BF16, w->ds_h, GEMM_F32, 1.0f,
-                0.0f);
-        gemm_rm(w->blas, 1, 0, SI, C, N, w->s_h, GEMM_BF16, w->dy_bf16, GEMM_BF16, g->shared_down, GEMM_F32, 1.0f,
-                1.0f);
-        gpu_swiglu_backward(w->ds_gate, w->ds_up, w->ds_h, a->s_gate, a->s_up, (long)N * SI, stream);
-        gemm_rm(w->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, w->ds_gate, GEMM_BF16, g->shared_gate, GEMM_F32, 1.0f,
-                1.0f);
-        gemm_rm(w->blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, w->ds_up, GEMM_BF16, g->shared_up, GEMM_F32, 1.0f, 1.0f);
-        gemm_rm(w->blas, 0, 1, N, C, SI, w->ds_gate, GEMM_BF16, wt->shared_gate, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
-        gemm_rm(w->blas, 0, 1, N, C, SI, w->ds_up, GEMM_BF16, wt->shared_up, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
-    }
+    moe_shared_backward(w->blas, dx, g, w->dy_bf16, x_bf16, wt, a->s_gate, a->s_up, &w->shared, N, C, SI, stream);
 
     /* dy rows to the owners */
     bf16_t *dyr = w->dye;

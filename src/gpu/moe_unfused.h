@@ -27,7 +27,7 @@
  *   9. shared experts: y = swiglu(x @ shared_gate, x @ shared_up) @ shared_down (fp32 out);
  *  10. combine (kernels/moe_combine.h): y[n] (+)= sum over j in order of gate[n,j] * ye[slot] in fp32.
  * The backward mirrors it (dy and dx rows travel through the same plan, no new synchronisation):
- * combine backward (dye = gate * dy in bf16, dgates = <dy, ye>), shared experts, dye to the owners,
+ * combine backward (dye = gate * bf16(dy) in bf16, dgates = <dy, ye>), shared experts, dye to the owners,
  * expert backward (dh, dW_down, SwiGLU backward, dW_gate, dW_up, dx rows in fp32 then bf16), dx rows
  * back, dx += sum over j of the rows, router backward (gates and aux through the scores; dW_router
  * and dx with fp32 GEMMs). Weight gradients are one GEMM per expert over its rows (fixed K order).
@@ -40,9 +40,9 @@
  *   acts = 4TE (scores) + 12Tk (topk, gates, slot_row) + 4Tk (row_slot) + 16E + 4 + 4(2nseg+1)
  *        + 2RC (xr) + 4RI (pre_gate, pre_up) + 2TkC (ye) + 4T*SI (s_gate, s_up)
  *   work = 4TE (logits / dlogits) + 8T + 8*ceil(T/256)*E + 8E + 12 + 4*ceil(Tk/1024)*E + 4Tk + 4E
- *        + 2TC (x bf16) + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (s_h)
+ *        + 2TC (x bf16) + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (shared.h)
  *        + 4Tk (dgates) + 2TkC (dye) + 4RI (dh) + 4RI (dpg, dpu) + 4RC (dxr)
- *        + 2TC (dy bf16) + 4T*SI (ds_h) + 4T*SI (ds_gate, ds_up)
+ *        + 2TC (dy bf16) + 4T*SI (shared.dh) + 4T*SI (shared.dgate, shared.dup)
  *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (64 MiB + 6CE + 6TE)
  *   plus cuBLAS's own workspace (one handle) and a few pinned host bytes.
  *
@@ -99,6 +99,14 @@ typedef struct {
     int overwrite_experts;
 } MoeGpuGrads;
 
+/* The shared experts' scratch (src/gpu/moe_shared.h), N_max rows x SI, owned by a layer:
+ * h = silu(gate) * up, and the backward's dh (fp32) and gate/up gradients. */
+typedef struct {
+    bf16_t *h;
+    float *dh;
+    bf16_t *dgate, *dup;
+} MoeSharedScratch;
+
 /* What a forward saves for its backward (one per MoE layer), plus its routing results. */
 typedef struct {
     MoeGpuDims d;
@@ -151,15 +159,13 @@ typedef struct {
     bf16_t *x_bf16;          /* (N, C) x rounded, when the caller gives none */
     bf16_t *xe;              /* (N*k, C) ep > 1: dispatched rows; backward: dx rows back */
     bf16_t *h;               /* (R_max, I) SwiGLU output (recomputed in the backward) */
-    bf16_t *s_h;             /* (N, S*I) */
+    MoeSharedScratch shared; /* (N, S*I) each */
     float *dgates;           /* (N*k) */
     bf16_t *dye;             /* (N*k, C) */
     float *dh;               /* (R_max, I) */
     bf16_t *dpg, *dpu;       /* (R_max, I) */
     float *dxr;              /* (R_max, C) */
     bf16_t *dy_bf16;         /* (N, C) */
-    float *ds_h;             /* (N, S*I) */
-    bf16_t *ds_gate, *ds_up; /* (N, S*I) */
     bf16_t *stage;           /* (R_max, C) ep > 1: rows as NCCL moves them (source-rank order) */
     bf16_t *rows_out;        /* (R_max, C) ep > 1: owner-side outputs / dx rows in owner order */
     bf16_t *dyr;             /* (R_max, C) ep > 1: dy rows at the owner */
