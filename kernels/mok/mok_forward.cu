@@ -122,8 +122,8 @@ template <int PIPE, class Smem>
 __device__ void mok_down_task(const MokFwdParams &p, Smem &sm, int t, int tdown, int nI, int nC) {
     const int mt = tdown / nC, nt = tdown - mt * nC;
     if (threadIdx.x == 0)
-        mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + mt, (unsigned)nI, MOK_ROLE_DOWN_WAIT_GATEUP,
-                 t, mt);
+        mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + mt, (unsigned)nI,
+                 MOK_ROLE_DOWN_WAIT_GATEUP, t, mt);
     __syncthreads();
     int el, r0, nrows;
     mok_tile_rows(p, mt, el, r0, nrows);

@@ -106,8 +106,8 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         const Sm90FwdTask k = sm90_fwd_task(t, o);
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.down)
-            mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + k.mt, 2u * o.nI, MOK_ROLE_DOWN_WAIT_GATEUP,
-                     t, k.mt);
+            mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + k.mt, 2u * o.nI,
+                     MOK_ROLE_DOWN_WAIT_GATEUP, t, k.mt);
         else
             mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.arrive + k.mt, SM90_DISPATCH_PARTS,
                      MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);

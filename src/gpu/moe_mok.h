@@ -75,8 +75,8 @@ typedef struct {
  * persistent launch); the barrier (every push landed); the combine (shared experts + the
  * fixed-order combine). Backward: dy's bf16 rows and the gates into the window, and the gate
  * gradients; the shared experts and the barrier; the kernel; the barrier; the sum over j into dx;
- * the router's score backward; its two GEMMs. Phase i of the forward runs from mark i to mark i + 1 (MOK_FWD_MARKS marks), the
- * backward's from mark MOK_FWD_MARKS + i. */
+ * the router's score backward; its two GEMMs. Phase i of the forward runs from mark i to mark
+ * i + 1 (MOK_FWD_MARKS marks), the backward's from mark MOK_FWD_MARKS + i. */
 enum { MOK_FWD_MARKS = 8, MOK_BWD_MARKS = 8, MOK_PH_COUNT = MOK_FWD_MARKS - 1 + MOK_BWD_MARKS - 1 };
 extern const char *const mok_phase_names[MOK_PH_COUNT];
 

@@ -44,8 +44,8 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 1, stream);
     moe_shared_backward(m->blas, dx, g, m->win_dy, x_bf16, wt, st->s_gate, st->s_up, &m->shared, N, C,
                         d->n_shared * d->I, stream);
-    /* every rank's dy slots are written and its gate gradients read its combine slots: the kernel
-     * may pull the former and push dx rows over the latter */
+    /* every rank's dy rows and gates are written and its gate gradients read its combine slots:
+     * the kernel may pull the former and push dx rows over the latter */
     moe_mok_ep_barrier(m, stream);
 
     MokBwdParams p;
