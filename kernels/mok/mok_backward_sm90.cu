@@ -407,10 +407,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             sm90_bwd_produce<TRACE>(p, tm, wd, sm, MT);
-            if (TRACE)
-                for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 4; i++) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + i] = sm.bars->trace[i];
-        }
-        else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
+            if (TRACE) sm90_trace_producer_out(p.trace, sm.bars->trace, 4);
+        } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch)
             sm90_dispatch(p, MT, &sm.bars->dispatch_part, p.dyr, p.dy_off, p.gate_off, p.ticket + MOK_TICKET_LANDED);
         return;
     }

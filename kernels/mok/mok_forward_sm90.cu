@@ -252,15 +252,14 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
-        unsigned long long *out = TRACE ? p.trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS : nullptr;
         if (threadIdx.x == 0) {
             if (!p.dispatch_only) sm90_fwd_produce<TRACE>(p, tm, wd, sm, o);
-            if (TRACE)
-                for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + 2; i++) out[i] = sm.bars->trace[i];
+            if (TRACE) sm90_trace_producer_out(p.trace, sm.bars->trace, 2);
         } else if (threadIdx.x >= 32 && (int)blockIdx.x < p.n_comm && !p.skip_dispatch) {
             const long long t0 = TRACE ? mok_globaltimer() : 0;
             sm90_dispatch(p, o.MT, &sm.bars->dispatch_part, p.xr, p.x_off, MOK_UNSCALED, nullptr);
-            if (TRACE && threadIdx.x == 32) out[MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
+            if (TRACE && threadIdx.x == 32)
+                p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + MOK_TRACE_FWD_DISPATCH] = mok_globaltimer() - t0;
         }
         return;
     }

@@ -190,6 +190,14 @@ struct Sm90TaskClock {
     }
 };
 
+/* The traced builds' producer thread, at its end: its waits on the protocol's counters by task
+ * kind (n_kinds slots from MOK_TRACE_PRODUCER of the block's shared slots) to the block's record. */
+__device__ __forceinline__ void sm90_trace_producer_out(unsigned long long *trace, const unsigned long long *slots,
+                                                        int n_kinds) {
+    unsigned long long *out = trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;
+    for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + n_kinds; i++) out[i] = slots[i];
+}
+
 /* A position in a ring of n slots and the parity of its current lap. */
 struct Sm90Ring {
     int slot;
