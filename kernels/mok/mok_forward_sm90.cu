@@ -20,12 +20,13 @@
  *    multiples of 8 work; rows of a tile past its expert's count are computed and discarded, except
  *    that a tile of at most 64 rows loads a 64-row box of A and only consumer 0 multiplies
  *    (consumer 1 lets the stages pass: sm90_skip_task).
- *  - epilogues stage the tile in shared memory and write whole 16-byte vectors (h, and pre_gate,
- *    pre_up when a backward keeps them, locally; the down rows, staged whole and sent by bulk
- *    copies of up to 512 bytes, over NVLink to the source's window).
- *  - TMA reads rows that other blocks wrote with plain stores in the same launch (xr by the
- *    dispatch warps, h by gate/up epilogues): writers fence the async proxy before their release,
- *    the producer after its acquire.
+ *  - epilogues stage the tile in shared memory and write it out: h, and pre_gate, pre_up when a
+ *    backward keeps them, locally, by TMA stores of 64 x 64 boxes (whole 16-byte vectors from the
+ *    threads where a consumer's rows end inside a box); the down rows, staged whole and sent by
+ *    bulk copies of up to 512 bytes, over NVLink to the source's window.
+ *  - TMA reads rows that other blocks wrote in the same launch (xr by the dispatch warps' plain
+ *    stores, h by the gate/up epilogues): writers complete their stores and fence the async proxy
+ *    before their release, the producer after its acquire.
  * The pipeline (roles, stages, staging, dispatch warps) is shared with the backward:
  * sm90_pipeline.cuh. Shared memory: 3 x (A 16 KB + B 32 KB) + 2 x 33 KB staging ≈ 211 KB.
  */
@@ -39,7 +40,9 @@
  * their own: CUtensorMap's 64-byte alignment stays out of host structs). */
 typedef struct {
     CUtensorMap xr, h, w_gate, w_up, w_down;
-    CUtensorMap xr_half, h_half; /* boxes of 64 rows: M tiles of at most 64 rows (one consumer's) */
+    CUtensorMap xr_half, h_half; /* boxes of 64 rows: M tiles of at most 64 rows (one consumer's),
+                                    and the gate/up epilogue's stores of h */
+    CUtensorMap pre_gate, pre_up; /* boxes of 64 x 64: the gate/up epilogue's stores (when kept) */
 } Sm90FwdMaps;
 
 /* The task behind ticket t. Gate/up tasks are (mt, 128 columns of I), down tasks (mt, 256 of C).
@@ -143,31 +146,52 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
 /* Gate/up epilogue of consumer w (rows 64w.. of M tile mt): pre_gate and pre_up rounded to bf16
  * into the two halves of its staging and stored when kept, then h = silu(pre_gate) * pre_up from
  * those rounded values (as kernels/swiglu.cu) in place of pre_gate, and stored; then the signal.
+ * A consumer with all 64 rows stores by TMA (two 64 x 64 boxes a matrix, from one thread; h's
+ * writes complete before the signal, the down tasks read it by TMA); one with fewer stores from
+ * registers (TMA clips a box only at the tensor's edge, and the next expert's rows follow).
  * h is computed from the staging, not from the accumulators: with all 128 of them live, ptxas
  * either serialises the 64 elements or spills. */
-__device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, const float (&acc)[128],
-                                                     __nv_bfloat16 *stg, int w, int mt, int nt,
-                                                     unsigned long long *tr) {
+__device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, const Sm90FwdMaps &tm,
+                                                     const float (&acc)[128], __nv_bfloat16 *stg, int w, int mt,
+                                                     int nt, unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
     int r0, nrows;
     sm90_consumer_rows(p, w, mt, r0, nrows);
-    const int col0 = nt * 128;
+    const int col0 = nt * 128, tid = threadIdx.x & 127;
+    const bool by_tma = nrows >= 64;
     __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
+    auto row_of = [&](bf16_t *m) { return [=](int r) { return m + (size_t)(r0 + r) * p.I + col0; }; };
+    /* thread 0 stores the half tile's boxes (those left of column I) by TMA, one bulk group */
+    auto store_boxes = [&](const CUtensorMap *map, const __nv_bfloat16 *half) {
+        if (tid != 0) return;
+        for (int b = 0; b < 2 && col0 + 64 * b < p.I; b++)
+            mok_tma_store_2d(map, half + b * SM90_BOX_ELEMS, col0 + 64 * b, r0);
+        mok_bulk_commit();
+    };
     sm90_staging_acquire(w);
-    sm90_stage(sg, w, [&](int i, int half) { return sm90_pair(acc, i, half); });
-    sm90_stage(su, w, [&](int i, int half) { return sm90_pair(acc, i + 16, half); });
+    sm90_stage<true>(sg, w, [&](int i, int half) { return sm90_pair(acc, i, half); });
+    sm90_stage<true>(su, w, [&](int i, int half) { return sm90_pair(acc, i + 16, half); });
     laps.lap(0);
     if (p.pre_gate) {
-        sm90_unstage(sg, w, nrows, col0, p.I, [&](int r) { return p.pre_gate + (size_t)(r0 + r) * p.I + col0; });
-        sm90_unstage(su, w, nrows, col0, p.I, [&](int r) { return p.pre_up + (size_t)(r0 + r) * p.I + col0; });
+        if (by_tma) {
+            mok_fence_proxy_async_shared(); /* the TMA stores read the staging */
+            sm90_named_sync(2 + w, 128);
+            store_boxes(&tm.pre_gate, sg);
+            store_boxes(&tm.pre_up, su);
+            if (tid == 0) mok_bulk_wait_read<1>(); /* pre_gate's boxes read: h may overwrite them */
+            sm90_named_sync(2 + w, 128);
+        } else {
+            sm90_unstage<true>(sg, w, nrows, col0, p.I, row_of(p.pre_gate));
+            sm90_unstage<true>(su, w, nrows, col0, p.I, row_of(p.pre_up));
+        }
     }
     laps.lap(1);
     /* each thread rewrites the pairs its accumulators staged (conflict-free, as sm90_stage), four
      * chunks at a time: their loads first (the compiler keeps a load after an earlier store to the
      * same staging), and no more at once (the accumulators stay live: the wgmma asm takes them as
      * read-write operands, though the next task's first product overwrites them) */
-    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    const int ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
     for (int i0 = 0; i0 < 16; i0 += 4) {
         __nv_bfloat162 g[4][2], u[4][2];
@@ -175,23 +199,30 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
         for (int i = 0; i < 4; i++)
 #pragma unroll
             for (int half = 0; half < 2; half++) {
-                g[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(sg, ra + 8 * half, i0 + i) + t2);
-                u[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(su, ra + 8 * half, i0 + i) + t2);
+                const int r = ra + 8 * half;
+                g[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at<true>(sg, r, i0 + i) + t2);
+                u[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at<true>(su, r, i0 + i) + t2);
             }
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
             for (int half = 0; half < 2; half++)
-                *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(sg, ra + 8 * half, i0 + i) + t2) =
+                *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at<true>(sg, ra + 8 * half, i0 + i) + t2) =
                     __floats2bfloat162_rn(silu_mul_f32(__low2float(g[i][half]), __low2float(u[i][half])),
                                           silu_mul_f32(__high2float(g[i][half]), __high2float(u[i][half])));
     }
+    if (by_tma) mok_fence_proxy_async_shared(); /* the TMA stores read it */
     sm90_named_sync(2 + w, 128);
     laps.lap(2);
-    sm90_unstage(sg, w, nrows, col0, p.I, [&](int r) { return p.h + (size_t)(r0 + r) * p.I + col0; });
+    if (by_tma) {
+        store_boxes(&tm.h_half, sg);
+        if (tid == 0) mok_bulk_wait(); /* h has landed (and pre_up has been read) */
+    } else {
+        sm90_unstage<true>(sg, w, nrows, col0, p.I, row_of(p.h));
+    }
     mok_fence_proxy_async_global(); /* h is read by TMA in the down tasks */
     sm90_named_sync(2 + w, 128);
-    if ((threadIdx.x & 127) == 0) {
+    if (tid == 0) {
         __threadfence();
         mok_red_release(p.gu_done + mt, 1u);
     }
@@ -200,8 +231,8 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
 
 /* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (Sm90TaskClock). */
 template <bool TRACE>
-__device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90Watch &wd, const Sm90Smem &sm, int w,
-                                                 const Sm90FwdOrder &o) {
+__device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd,
+                                                 const Sm90Smem &sm, int w, const Sm90FwdOrder &o) {
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
@@ -229,7 +260,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         if (k.down) {
             sm90_push_rows(p, acc, stg, w, r0, nrows, k.nt * 256, p.y_off);
         } else {
-            sm90_epilogue_gateup(p, acc, stg, w, k.mt, k.nt, clock.epilogue_trace());
+            sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, k.nt, clock.epilogue_trace());
         }
         clock.done(k.down);
     }
@@ -265,7 +296,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
     if (p.dispatch_only) return;
-    sm90_fwd_consume<TRACE>(p, wd, sm, wg - 1, o);
+    sm90_fwd_consume<TRACE>(p, tm, wd, sm, wg - 1, o);
 #else
     asm volatile("trap;");
 #endif
@@ -304,6 +335,10 @@ extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaS
     sm90_encode(&tm.w_gate, p.w_gate, 3, p.I, p.C, p.El, 64);
     sm90_encode(&tm.w_up, p.w_up, 3, p.I, p.C, p.El, 64);
     sm90_encode(&tm.w_down, p.w_down, 3, p.C, p.I, p.El, 64);
+    if (p.pre_gate) {
+        sm90_encode(&tm.pre_gate, p.pre_gate, 2, p.I, p.R_max, 1, SM90_BM / 2);
+        sm90_encode(&tm.pre_up, p.pre_up, 2, p.I, p.R_max, 1, SM90_BM / 2);
+    }
     if (p.trace) mok_forward_sm90_kernel<true><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     else mok_forward_sm90_kernel<false><<<grid, SM90_THREADS, SM90_SMEM_BYTES, stream>>>(p, tm);
     cudaCheckLaunch();

@@ -331,12 +331,18 @@ __device__ __forceinline__ void sm90_consumer_rows(const P &p, int w, int mt, in
 }
 
 /* Consumer w's staging (SM90_STG_ELEMS at sm.stg + w * SM90_STG_ELEMS), used two ways. Half tiles
- * (sm90_stage): 64 rows x 16 chunks of 8 bf16; chunk c of row r sits at c ^ (r & 7) (conflict-free
- * for the accumulator's writes and the row-wise 16-byte reads); a half tile fills half of the
+ * (sm90_stage): 64 rows x 16 chunks of 8 bf16, conflict-free for the accumulator's writes and the
+ * row-wise 16-byte reads, in one of two layouts: rows of 256 bytes with chunk c of row r at
+ * c ^ (r & 7) (BOX false), or two boxes of 64 rows x 64 columns laid out as 128-byte swizzled TMA
+ * boxes, chunk c & 7 of row r at (c & 7) ^ (r & 7) in the row's 128 bytes of box c >> 3 (BOX true:
+ * what a TMA store of a box reads; the forward's gate/up epilogue). A half tile fills half of the
  * staging; the backward's dgrad epilogue uses both halves in turn, the forward's gate/up one both
  * at once (pre_gate, pre_up). Whole rows (sm90_push_rows): 64 rows of 256 columns at pitch
  * SM90_STG_PITCH, each row read by one bulk copy. */
+#define SM90_BOX_ELEMS (64 * 64)
+template <bool BOX = false>
 __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r, int c) {
+    if (BOX) return stg + (c >> 3) * SM90_BOX_ELEMS + r * 64 + (((c & 7) ^ (r & 7)) << 3);
     return stg + r * 128 + ((c ^ (r & 7)) << 3);
 }
 
@@ -348,29 +354,29 @@ __device__ __forceinline__ void sm90_staging_acquire(int w) {
 }
 
 /* Writes f(i, half) (the bf16 pair of accumulator columns 8i + 2t, +1 in row ra + 8 * half,
- * i < 16) into the staging, then the consumer's barrier. The caller has acquired the staging
- * (sm90_staging_acquire) since its last push. */
-template <class F>
+ * i < 16) into the staging (layout BOX, as sm90_stg_at), then the consumer's barrier. The caller
+ * has acquired the staging (sm90_staging_acquire) since its last push. */
+template <bool BOX = false, class F>
 __device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t = tid & 3;
 #pragma unroll
     for (int i = 0; i < 16; i++)
 #pragma unroll
         for (int half = 0; half < 2; half++)
-            *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, ra + 8 * half, i) + 2 * t) = f(i, half);
+            *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at<BOX>(stg, ra + 8 * half, i) + 2 * t) = f(i, half);
     sm90_named_sync(2 + w, 128);
 }
 
-/* Copies the staged rows r < nrows, chunks with column col0 + 8c < ncols, to row_ptr(r) + 8c;
- * then the consumer's barrier (the staging is free again). */
-template <class P>
+/* Copies the staged rows r < nrows (layout BOX), chunks with column col0 + 8c < ncols, to
+ * row_ptr(r) + 8c; then the consumer's barrier (the staging is free again). */
+template <bool BOX = false, class P>
 __device__ __forceinline__ void sm90_unstage(__nv_bfloat16 *stg, int w, int nrows, int col0, int ncols, P row_ptr) {
     const int tid = threadIdx.x & 127;
 #pragma unroll /* row_ptr may load (the slot of a pushed row): keep those loads in flight together */
     for (int j = 0; j < 8; j++) {
         const int v = tid + 128 * j, r = v >> 4, c = v & 15;
         if (r >= nrows || col0 + 8 * c >= ncols) continue;
-        *reinterpret_cast<int4 *>(row_ptr(r) + 8 * c) = *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
+        *reinterpret_cast<int4 *>(row_ptr(r) + 8 * c) = *reinterpret_cast<const int4 *>(sm90_stg_at<BOX>(stg, r, c));
     }
     sm90_named_sync(2 + w, 128);
 }

@@ -113,7 +113,14 @@ __device__ __forceinline__ void mok_tma_load_3d(void *dst, const CUtensorMap *ma
 }
 
 /* A box of a TMA map from shared memory (laid out as the map's swizzle puts it) to global, in
- * this thread's bulk group. */
+ * this thread's bulk group (2D and 3D maps). */
+__device__ __forceinline__ void mok_tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1) {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+                 "r"(mok_smem_u32(src)), "r"(c0), "r"(c1)
+                 : "memory");
+#endif
+}
 __device__ __forceinline__ void mok_tma_store_3d(const CUtensorMap *map, const void *src, int c0, int c1, int c2) {
 #if MOK_SM90
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(map),
