@@ -82,16 +82,13 @@ static void layout(GpuBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
      * their stores when NULL); training's forwards store them in their MoeMokSaved */
     gpu_buf_add(l, &m->st.s_gate, T * SI * 2);
     gpu_buf_add(l, &m->st.s_up, T * SI * 2);
-    gpu_buf_add(l, &m->shared.h, T * SI * 2);
+    moe_shared_scratch_add(l, &m->shared, T, SI); /* forward and backward */
     /* the backward's scratch */
     gpu_buf_add(l, &m->dyr, R * C * 2);
     gpu_buf_add(l, &m->dpg, R * I * 2);
     gpu_buf_add(l, &m->dpu, R * I * 2);
     gpu_buf_add(l, &m->dgates, T * k * 4);
     gpu_buf_add(l, &m->x_bf16, T * C * 2);
-    gpu_buf_add(l, &m->shared.dh, T * SI * 4);
-    gpu_buf_add(l, &m->shared.dgate, T * SI * 2);
-    gpu_buf_add(l, &m->shared.dup, T * SI * 2);
 }
 
 /* The tile this process uses: MOKC_MOK_TILE=simple|mma|wgmma, else wgmma where it runs, else mma. */

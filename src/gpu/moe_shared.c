@@ -4,6 +4,13 @@
 #include "../../kernels/swiglu.h"
 #include "gpu/gemm.h"
 
+void moe_shared_scratch_add(GpuBufList *l, MoeSharedScratch *s, size_t T, size_t SI) {
+    gpu_buf_add(l, &s->h, T * SI * 2);
+    gpu_buf_add(l, &s->dh, T * SI * 4);
+    gpu_buf_add(l, &s->dgate, T * SI * 2);
+    gpu_buf_add(l, &s->dup, T * SI * 2);
+}
+
 void moe_shared_forward(cublasHandle_t blas, float *y, bf16_t *s_gate, bf16_t *s_up, const bf16_t *x_bf16,
                         const MoeGpuWeights *wt, const MoeSharedScratch *s, int N, int C, int SI, cudaStream_t stream) {
     if (SI == 0 || N == 0) return;

@@ -9,6 +9,7 @@
 
 #include <cublas_v2.h>
 
+#include "gpu/buf_list.h"
 #include "gpu/moe_unfused.h"
 
 /* y (N, C) fp32 = swiglu(x @ shared_gate, x @ shared_up) @ shared_down, overwritten; the gate and up
@@ -21,5 +22,8 @@ void moe_shared_forward(cublasHandle_t blas, float *y, bf16_t *s_gate, bf16_t *s
 void moe_shared_backward(cublasHandle_t blas, float *dx, const MoeGpuGrads *g, const bf16_t *dy_bf16,
                          const bf16_t *x_bf16, const MoeGpuWeights *wt, const bf16_t *s_gate, const bf16_t *s_up,
                          const MoeSharedScratch *s, int N, int C, int SI, cudaStream_t stream);
+
+/* Adds s's buffers, for T tokens and width SI, to a layer's buffer list (both layers hold them). */
+void moe_shared_scratch_add(GpuBufList *l, MoeSharedScratch *s, size_t T, size_t SI);
 
 #endif

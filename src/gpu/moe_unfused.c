@@ -105,7 +105,7 @@ static void work_layout(GpuBufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, i
     gpu_buf_add(l, &w->x_bf16, T * C * 2);
     gpu_buf_add(l, &w->xe, T * k * C * 2);
     gpu_buf_add(l, &w->h, R * I * 2);
-    gpu_buf_add(l, &w->shared.h, T * SI * 2);
+    moe_shared_scratch_add(l, &w->shared, T, SI);
     gpu_buf_add(l, &w->dgates, T * k * 4);
     gpu_buf_add(l, &w->dye, T * k * C * 2);
     gpu_buf_add(l, &w->dh, R * I * 4);
@@ -113,9 +113,6 @@ static void work_layout(GpuBufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, i
     gpu_buf_add(l, &w->dpu, R * I * 2);
     gpu_buf_add(l, &w->dxr, R * C * 4);
     gpu_buf_add(l, &w->dy_bf16, T * C * 2);
-    gpu_buf_add(l, &w->shared.dh, T * SI * 4);
-    gpu_buf_add(l, &w->shared.dgate, T * SI * 2);
-    gpu_buf_add(l, &w->shared.dup, T * SI * 2);
     const size_t ex = d->ep > 1 ? R * C * 2 : 0;
     gpu_buf_add(l, &w->stage, ex);
     gpu_buf_add(l, &w->rows_out, ex);
