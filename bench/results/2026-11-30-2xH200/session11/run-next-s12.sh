@@ -9,7 +9,8 @@
 #    on daa1b38, which may be why that commit gained half its prediction); (c) the forward's unused maps zeroed.
 #    mok suite, then both shapes interleaved, twice, then a Qwen-like trace of the new tree. Prediction: dgrad
 #    "stores" 4.2-5.4 -> ~1 us a task, Qwen-like backward kernel -0.03 ms, Kimi-like -0.06; forward kernel
-#    -0.01 more. Risk: the backward's ptxas spills 68 / 80 -> 104 / 112 B.
+#    -0.01 more. Risk: the backward's ptxas spills 68 / 80 -> 104 / 112 B. (d) sm90_stage<true> fences its box
+#    staging for TMA itself, so the gate/up epilogue's extra fence and barrier before the pre_gate stores go.
 for f in .deps/*.deb; do dpkg -x $f /; done; ldconfig
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
