@@ -176,16 +176,18 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
 /* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
  * part into the staging (chunks 0-7 and 8-15, by cp.async, the next part's in flight), dh (fp32,
  * in acc) through the SwiGLU backward in place there (each thread rewrites the pairs it read),
- * then dpg and dpu out; then the signal. acc is only read: wgmma accumulators written outside the
- * MMAs serialize every wgmma of the kernel (ptxas C7520), and loading the saved values into
- * registers spills. */
-__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const float (&acc)[128],
-                                                    __nv_bfloat16 *stg_base, int w, int mt, int nt,
-                                                    unsigned long long *tr) {
+ * then dpg and dpu out (by TMA, a 64 x 64 box each, where the consumer has all 64 rows; else from
+ * registers: TMA clips a box only at the tensor's edge); then the signal once they have landed.
+ * acc is only read: wgmma accumulators written outside the MMAs serialize every wgmma of the
+ * kernel (ptxas C7520), and loading the saved values into registers spills. */
+__device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const Sm90BwdMaps &tm,
+                                                    const float (&acc)[128], __nv_bfloat16 *stg_base, int w, int mt,
+                                                    int nt, unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
     int r0, nrows;
     sm90_consumer_rows(p, w, mt, r0, nrows);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    const bool by_tma = nrows >= 64; /* else register stores: TMA clips a box only at the tensor's edge */
     sm90_staging_acquire(w);
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
     /* part q's saved values by cp.async (zeros outside) into half q & 1 of the staging (a half
@@ -193,12 +195,12 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
     auto fetch = [&](int q) {
         const int c0 = nt * 256 + 64 * q;
         __nv_bfloat16 *buf = stg_base + (q & 1) * 64 * 128;
-#pragma unroll
+#pragma unroll 1 /* unrolled, its addresses stay live across the parts and spill */
         for (int j = 0; j < 8; j++) {
             const int v = tid + 128 * j, r = v >> 4, c = v & 15, col = c0 + 8 * (c & 7);
             const bool in = r < nrows && col < p.I;
             const bf16_t *src = c < 8 ? p.pre_gate : p.pre_up;
-            mok_cp_async16(sm90_stg_at(buf, r, c), in ? src + (size_t)(r0 + r) * p.I + col : src, in);
+            mok_cp_async16(sm90_stg_at<true>(buf, r, c), in ? src + (size_t)(r0 + r) * p.I + col : src, in);
         }
         mok_cp_async_commit();
     };
@@ -208,6 +210,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         const int col0 = nt * 256 + 64 * part;
         if (col0 >= p.I) break;
         mok_cp_async_wait0();
+        if (by_tma && part > 0 && tid == SM90_TMA_STORER) mok_bulk_wait_read(); /* part - 1's boxes read */
         sm90_named_sync(2 + w, 128);
         if (part + 1 < 4 && col0 + 64 < p.I) fetch(part + 1);
         __nv_bfloat16 *stg = stg_base + (part & 1) * 64 * 128;
@@ -222,8 +225,8 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
 #pragma unroll
                 for (int half = 0; half < 2; half++) {
                     const int r = ra + 8 * half;
-                    g[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(stg, r, i0 + i) + t2);
-                    u[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i0 + i) + t2);
+                    g[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at<true>(stg, r, i0 + i) + t2);
+                    u[i][half] = *reinterpret_cast<const __nv_bfloat162 *>(sm90_stg_at<true>(stg, r, 8 + i0 + i) + t2);
                 }
 #pragma unroll
             for (int i = 0; i < 2; i++)
@@ -233,22 +236,33 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                     float dg0, du0, dg1, du1;
                     swiglu_backward_f32(acc[a], __low2float(g[i][half]), __low2float(u[i][half]), dg0, du0);
                     swiglu_backward_f32(acc[a + 1], __high2float(g[i][half]), __high2float(u[i][half]), dg1, du1);
-                    *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, i0 + i) + t2) = __floats2bfloat162_rn(dg0, dg1);
-                    *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at(stg, r, 8 + i0 + i) + t2) =
+                    *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at<true>(stg, r, i0 + i) + t2) =
+                        __floats2bfloat162_rn(dg0, dg1);
+                    *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at<true>(stg, r, 8 + i0 + i) + t2) =
                         __floats2bfloat162_rn(du0, du1);
                 }
         }
+        if (by_tma) mok_fence_proxy_async_shared(); /* the TMA stores read it */
         sm90_named_sync(2 + w, 128);
         laps.lap(1);
-        for (int v = tid; v < 64 * 16; v += 128) {
-            const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
-            if (r >= nrows || col >= p.I) continue;
-            *reinterpret_cast<int4 *>((c < 8 ? p.dpg : p.dpu) + (size_t)(r0 + r) * p.I + col) =
-                *reinterpret_cast<const int4 *>(sm90_stg_at(stg, r, c));
+        if (by_tma) {
+            if (tid == SM90_TMA_STORER) {
+                mok_tma_store_2d(&tm.dpg_half, stg, col0, r0);
+                mok_tma_store_2d(&tm.dpu_half, stg + SM90_BOX_ELEMS, col0, r0);
+                mok_bulk_commit();
+            }
+        } else {
+            for (int v = tid; v < 64 * 16; v += 128) {
+                const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
+                if (r >= nrows || col >= p.I) continue;
+                *reinterpret_cast<int4 *>((c < 8 ? p.dpg : p.dpu) + (size_t)(r0 + r) * p.I + col) =
+                    *reinterpret_cast<const int4 *>(sm90_stg_at<true>(stg, r, c));
+            }
+            sm90_named_sync(2 + w, 128);
         }
-        sm90_named_sync(2 + w, 128);
         laps.lap(2);
     }
+    if (by_tma && tid == SM90_TMA_STORER) mok_bulk_wait(); /* dpg, dpu have landed */
     mok_fence_proxy_async_global(); /* dpg, dpu are read by TMA in the dx and wgu tasks */
     sm90_named_sync(2 + w, 128);
     if (tid == 0) {
@@ -365,7 +379,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);
             clock.mma_done();
             if (k.kind == BWD_DGRAD)
-                sm90_epilogue_dgrad(p, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
+                sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
             else
                 sm90_push_rows(p, acc, stg, w, r0, nrows, k.ni * 256, p.y_off);
         } else {

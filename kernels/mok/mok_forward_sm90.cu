@@ -162,9 +162,9 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
     auto row_of = [&](bf16_t *m) { return [=](int r) { return m + (size_t)(r0 + r) * p.I + col0; }; };
-    /* thread 0 stores the half tile's boxes (those left of column I) by TMA, one bulk group */
+    /* SM90_TMA_STORER stores the half tile's boxes (those left of column I) by TMA, one bulk group */
     auto store_boxes = [&](const CUtensorMap *map, const __nv_bfloat16 *half) {
-        if (tid != 0) return;
+        if (tid != SM90_TMA_STORER) return;
         for (int b = 0; b < 2 && col0 + 64 * b < p.I; b++)
             mok_tma_store_2d(map, half + b * SM90_BOX_ELEMS, col0 + 64 * b, r0);
         mok_bulk_commit();
@@ -175,11 +175,9 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     laps.lap(0);
     if (p.pre_gate) {
         if (by_tma) {
-            mok_fence_proxy_async_shared(); /* the TMA stores read the staging */
-            sm90_named_sync(2 + w, 128);
-            store_boxes(&tm.pre_gate, sg);
+            store_boxes(&tm.pre_gate, sg); /* sm90_stage<true> fenced the staging for TMA */
             store_boxes(&tm.pre_up, su);
-            if (tid == 0) mok_bulk_wait_read<1>(); /* pre_gate's boxes read: h may overwrite them */
+            if (tid == SM90_TMA_STORER) mok_bulk_wait_read<1>(); /* pre_gate's boxes read: h may overwrite them */
             sm90_named_sync(2 + w, 128);
         } else {
             sm90_unstage<true>(sg, w, nrows, col0, p.I, row_of(p.pre_gate));
@@ -216,7 +214,7 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
     laps.lap(2);
     if (by_tma) {
         store_boxes(&tm.h_half, sg);
-        if (tid == 0) mok_bulk_wait(); /* h has landed (and pre_up has been read) */
+        if (tid == SM90_TMA_STORER) mok_bulk_wait(); /* h has landed (and pre_up has been read) */
     } else {
         sm90_unstage<true>(sg, w, nrows, col0, p.I, row_of(p.h));
     }
@@ -328,6 +326,7 @@ extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaS
     else sm90_prepare(mok_forward_sm90_kernel<false>, p.tile_m, "megakernel forward");
     if (p.trace) cudaCheck(cudaMemsetAsync(p.trace, 0, (size_t)grid * MOK_TRACE_SLOTS * 8, stream));
     Sm90FwdMaps tm;
+    memset(&tm, 0, sizeof tm); /* pre_gate, pre_up stay unencoded without a backward */
     sm90_encode(&tm.xr, p.xr, 2, p.C, p.R_max, 1, SM90_BM);
     sm90_encode(&tm.h, p.h, 2, p.I, p.R_max, 1, SM90_BM);
     sm90_encode(&tm.xr_half, p.xr, 2, p.C, p.R_max, 1, SM90_BM / 2);

@@ -346,6 +346,11 @@ __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r,
     return stg + r * 128 + ((c ^ (r & 7)) << 3);
 }
 
+/* The consumer thread (of its 128) that issues an epilogue's TMA stores and waits for them: not in
+ * warp 0, whose lanes issue the pushes' bulk copies, so that its wait for its own stores' completion
+ * does not also wait for earlier pushes to land on a peer (bulk groups are per thread). */
+#define SM90_TMA_STORER 32
+
 /* Before consumer w writes its staging: the bulk copies of its last push (issued by its warp 0)
  * have read it. */
 __device__ __forceinline__ void sm90_staging_acquire(int w) {
@@ -354,8 +359,9 @@ __device__ __forceinline__ void sm90_staging_acquire(int w) {
 }
 
 /* Writes f(i, half) (the bf16 pair of accumulator columns 8i + 2t, +1 in row ra + 8 * half,
- * i < 16) into the staging (layout BOX, as sm90_stg_at), then the consumer's barrier. The caller
- * has acquired the staging (sm90_staging_acquire) since its last push. */
+ * i < 16) into the staging (layout BOX, as sm90_stg_at; BOX: made visible to TMA stores too), then
+ * the consumer's barrier. The caller has acquired the staging (sm90_staging_acquire) since its last
+ * push. */
 template <bool BOX = false, class F>
 __device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t = tid & 3;
@@ -364,6 +370,7 @@ __device__ __forceinline__ void sm90_stage(__nv_bfloat16 *stg, int w, F f) {
 #pragma unroll
         for (int half = 0; half < 2; half++)
             *reinterpret_cast<__nv_bfloat162 *>(sm90_stg_at<BOX>(stg, ra + 8 * half, i) + 2 * t) = f(i, half);
+    if (BOX) mok_fence_proxy_async_shared(); /* TMA stores may read the boxes */
     sm90_named_sync(2 + w, 128);
 }
 
