@@ -173,13 +173,31 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
     }
 }
 
+/* Part q of a dgrad task's saved pre_gate and pre_up (64 rows x 64 columns each; zeros outside
+ * the consumer's nrows rows from r0 and outside I) by cp.async into half q & 1 of its staging
+ * (chunks 0-7 and 8-15 of a half tile, box layout), one commit group. */
+__device__ __forceinline__ void sm90_dgrad_fetch(const MokBwdParams &p, __nv_bfloat16 *stg_base, int r0, int nrows,
+                                                 int nt, int q) {
+    const int tid = threadIdx.x & 127, c0 = nt * 256 + 64 * q;
+    __nv_bfloat16 *buf = stg_base + (q & 1) * 64 * 128;
+#pragma unroll 1 /* unrolled, its addresses stay live across the epilogue's parts and spill */
+    for (int j = 0; j < 8; j++) {
+        const int v = tid + 128 * j, r = v >> 4, c = v & 15, col = c0 + 8 * (c & 7);
+        const bool in = r < nrows && col < p.I;
+        const bf16_t *src = c < 8 ? p.pre_gate : p.pre_up;
+        mok_cp_async16(sm90_stg_at<true>(buf, r, c), in ? src + (size_t)(r0 + r) * p.I + col : src, in);
+    }
+    mok_cp_async_commit();
+}
+
 /* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
- * part into the staging (chunks 0-7 and 8-15, by cp.async, the next part's in flight), dh (fp32,
- * in acc) through the SwiGLU backward in place there (each thread rewrites the pairs it read),
- * then dpg and dpu out (by TMA, a 64 x 64 box each, where the consumer has all 64 rows; else from
- * registers: TMA clips a box only at the tensor's edge); then the signal once they have landed.
- * acc is only read: wgmma accumulators written outside the MMAs serialize every wgmma of the
- * kernel (ptxas C7520), and loading the saved values into registers spills. */
+ * part in the staging (sm90_dgrad_fetch; part 0's issued by the caller during the main loop, after
+ * sm90_staging_acquire, each next part's while this one is computed), dh (fp32, in acc) through
+ * the SwiGLU backward in place there (each thread rewrites the pairs it read), then dpg and dpu
+ * out (by TMA, a 64 x 64 box each, where the consumer has all 64 rows; else from registers: TMA
+ * clips a box only at the tensor's edge); then the signal once they have landed. acc is only
+ * read: wgmma accumulators written outside the MMAs serialize every wgmma of the kernel (ptxas
+ * C7520), and loading the saved values into registers spills. */
 __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const Sm90BwdMaps &tm,
                                                     const float (&acc)[128], __nv_bfloat16 *stg_base, int w, int mt,
                                                     int nt, unsigned long long *tr) {
@@ -188,23 +206,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
     sm90_consumer_rows(p, w, mt, r0, nrows);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
     const bool by_tma = nrows >= 64; /* else register stores: TMA clips a box only at the tensor's edge */
-    sm90_staging_acquire(w);
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
-    /* part q's saved values by cp.async (zeros outside) into half q & 1 of the staging (a half
-     * tile uses half of it): part q + 1's copies fly while part q is computed and stored */
-    auto fetch = [&](int q) {
-        const int c0 = nt * 256 + 64 * q;
-        __nv_bfloat16 *buf = stg_base + (q & 1) * 64 * 128;
-#pragma unroll 1 /* unrolled, its addresses stay live across the parts and spill */
-        for (int j = 0; j < 8; j++) {
-            const int v = tid + 128 * j, r = v >> 4, c = v & 15, col = c0 + 8 * (c & 7);
-            const bool in = r < nrows && col < p.I;
-            const bf16_t *src = c < 8 ? p.pre_gate : p.pre_up;
-            mok_cp_async16(sm90_stg_at<true>(buf, r, c), in ? src + (size_t)(r0 + r) * p.I + col : src, in);
-        }
-        mok_cp_async_commit();
-    };
-    fetch(0); /* part 0 always runs: nt < ceil(I / 256) */
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         const int col0 = nt * 256 + 64 * part;
@@ -212,7 +214,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         mok_cp_async_wait0();
         if (by_tma && part > 0 && tid == SM90_TMA_STORER) mok_bulk_wait_read(); /* part - 1's boxes read */
         sm90_named_sync(2 + w, 128);
-        if (part + 1 < 4 && col0 + 64 < p.I) fetch(part + 1);
+        if (part + 1 < 4 && col0 + 64 < p.I) sm90_dgrad_fetch(p, stg_base, r0, nrows, nt, part + 1);
         __nv_bfloat16 *stg = stg_base + (part & 1) * 64 * 128;
         laps.lap(0);
         /* two chunks at a time: their loads first, then the arithmetic of both (the
@@ -376,12 +378,19 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                                dg ? p.ticket + MOK_TICKET_DGRAD : nullptr);
                 continue;
             }
-            sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);
-            clock.mma_done();
-            if (k.kind == BWD_DGRAD)
+            if (k.kind == BWD_DGRAD) {
+                /* the epilogue's first saved values load while the products run */
+                sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t, [&] {
+                    sm90_staging_acquire(w);
+                    sm90_dgrad_fetch(p, stg, r0, nrows, k.ni, 0);
+                });
+                clock.mma_done();
                 sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
-            else
+            } else {
+                sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);
+                clock.mma_done();
                 sm90_push_rows(p, acc, stg, w, r0, nrows, k.ni * 256, p.y_off);
+            }
         } else {
             int rs, cnt;
             sm90_expert_rows(p, k.idx, rs, cnt);

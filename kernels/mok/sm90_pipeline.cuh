@@ -268,13 +268,19 @@ __device__ __forceinline__ void sm90_wgmma_k16(float (&acc)[96], uint64_t a, uin
     mok_wgmma_m64n192k16<TA, TB>(acc, a, b, scale_d);
 }
 
+/* sm90_mma's step in the middle of the main loop: none. */
+struct Sm90NoStep {
+    __device__ __forceinline__ void operator()() const {}
+};
+
 /* Consumer w's main loop over KB blocks of K: acc = A @ B. TA / TB: A M-major / B N-major (else
  * K-major). k_tail (MN-major operands with Sm90Smem's stages only): valid K lines of the last
  * block, 64 when full. N: the accumulator count, 128 (B 256 wide), 88 (176) or 96 (192). Smem: the stage
- * geometry (Sm90Smem's constants, or another tile's). */
-template <int TA, int TB, int N, class Smem>
+ * geometry (Sm90Smem's constants, or another tile's). mid() runs once, after block KB / 2's products
+ * are issued: work of the epilogue that can start while the tensor cores run (its loads). */
+template <int TA, int TB, int N, class Smem, class Mid = Sm90NoStep>
 __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int w,
-                                         int KB, int k_tail, int tile) {
+                                         int KB, int k_tail, int tile, Mid mid = Mid()) {
     constexpr unsigned lbo_a = TA ? SM90_PANEL_BYTES : 16, lbo_b = TB ? SM90_PANEL_BYTES : 16;
     constexpr int step_a = TA ? 128 : 2, step_b = TB ? 128 : 2; /* per 16-wide K step, in 16-byte units */
     int prev = -1;
@@ -291,6 +297,7 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
         for (int kk = 0; kk < SM90_BK / 16; kk++)
             sm90_wgmma_k16<TA, TB>(acc, da + step_a * kk, db + step_b * kk, kb > 0 || kk > 0);
         mok_wgmma_commit();
+        if (kb == KB / 2) mid();
         if (prev >= 0) {
             mok_wgmma_wait<1>(); /* the previous stage's products are done: release it */
             mok_mbar_arrive(&sm.bars->empty[prev]);
