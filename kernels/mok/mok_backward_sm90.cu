@@ -12,8 +12,6 @@
  */
 #include "../device_util.cuh"
 #include "sm90_pipeline.cuh"
-#include "tile_mma.cuh" /* cp.async */
-
 
 /* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: 64 columns x 64 K
  * lines; weights, K-major B: 64 K x 256 rows of one expert. */
@@ -387,9 +385,9 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 clock.mma_done();
                 sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
             } else {
-                sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);
+                sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t, [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
                 clock.mma_done();
-                sm90_push_rows(p, acc, stg, w, r0, nrows, k.ni * 256, p.y_off);
+                sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.ni * 256, p.y_off);
             }
         } else {
             int rs, cnt;
@@ -423,7 +421,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     mok_backward_sm90_kernel(const __grid_constant__ MokBwdParams p, const __grid_constant__ Sm90BwdMaps tm) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
-    const Sm90Smem sm = sm90_setup(smem_raw);
+    const Sm90Smem sm = sm90_setup(smem_raw, p.expert_offset_all + p.e0);
     const Sm90Watch wd = {p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns};
     const int MT = *p.total_mt, wg = threadIdx.x >> 7;
     if (wg == 0) {

@@ -253,11 +253,13 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
             sm90_skip_task(wd, sm, sr, KB, t, k.down ? nullptr : p.gu_done + k.mt);
             continue;
         }
-        sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
-        clock.mma_done();
         if (k.down) {
-            sm90_push_rows(p, acc, stg, w, r0, nrows, k.nt * 256, p.y_off);
+            sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t, [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
+            clock.mma_done();
+            sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.nt * 256, p.y_off);
         } else {
+            sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
+            clock.mma_done();
             sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, k.nt, clock.epilogue_trace());
         }
         clock.done(k.down);
@@ -272,7 +274,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     mok_forward_sm90_kernel(const __grid_constant__ MokFwdParams p, const __grid_constant__ Sm90FwdMaps tm) {
 #if MOK_SM90
     extern __shared__ unsigned char smem_raw[];
-    const Sm90Smem sm = sm90_setup(smem_raw);
+    const Sm90Smem sm = sm90_setup(smem_raw, p.expert_offset_all + p.e0);
     const Sm90Watch wd = {p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns};
     Sm90FwdOrder o;
     o.MT = *p.total_mt, o.nI = (p.I + 127) / 128, o.nC = (p.C + 255) / 256;

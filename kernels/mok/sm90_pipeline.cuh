@@ -26,6 +26,7 @@
 
 #include "mok.h"
 #include "mok_protocol.cuh"
+#include "tile_mma.cuh" /* cp.async */
 #include "tile_wgmma.cuh"
 
 extern "C" {
@@ -52,6 +53,8 @@ struct Sm90BarsT {
     uint64_t task_full[2], task_empty[2];
     int task[2];
     int dispatch_part; /* the dispatch warps' current part of an M tile */
+    int push_base;     /* the megakernels' expert_offset_all[e0]: the rank's first row in row_slot_all */
+    int push_slot[2][64]; /* consumer w's rows' slots for sm90_push_rows (sm90_push_prefetch) */
     unsigned long long trace[MOK_TRACE_SLOTS]; /* the kernel's trace (mok.h), written out at the end */
 };
 typedef Sm90BarsT<SM90_STAGES> Sm90Bars;
@@ -87,7 +90,7 @@ __device__ __forceinline__ void sm90_named_sync(int id, int threads) {
  * the barriers); thread 0 initialises the barriers (every thread of the CONSUMERS warpgroups
  * releases a stage and a task slot); then a block barrier. */
 template <class Smem = Sm90Smem>
-__device__ __forceinline__ Smem sm90_setup(unsigned char *raw) {
+__device__ __forceinline__ Smem sm90_setup(unsigned char *raw, const int *push_base = nullptr) {
     unsigned char *base = raw + ((1024 - (mok_smem_u32(raw) & 1023)) & 1023);
     Smem s;
     s.a = base;
@@ -105,6 +108,7 @@ __device__ __forceinline__ Smem sm90_setup(unsigned char *raw) {
             mok_mbar_init(&s.bars->task_empty[i], 128 * Smem::CONSUMERS);
         }
         for (int i = 0; i < MOK_TRACE_SLOTS; i++) s.bars->trace[i] = 0;
+        if (push_base) s.bars->push_base = *push_base;
         mok_mbar_fence_init();
     }
     __syncthreads();
@@ -424,14 +428,29 @@ __device__ __forceinline__ void sm90_store_rows(const float (&acc)[128], __nv_bf
     });
 }
 
-/* Consumer w's 64 x 256 result, each row r < nrows (rows r0 + r of the owner layout) pushed to its
- * source rank's slot (token * k + j) at window offset off, columns col0.. < C: the forward's
+/* During the main loop of a task whose result consumer w pushes (sm90_mma's mid step): the slots
+ * of its rows r < nrows (rows r0 + r of the owner layout) by cp.async into push_slot[w], each lane
+ * of its warp 0 the two rows it will push, so that the epilogue's lookups are not two dependent
+ * global loads on the way to the next task. */
+template <class P>
+__device__ __forceinline__ void sm90_push_prefetch(const P &p, Sm90Bars *bars, int w, int r0, int nrows) {
+    const int tid = threadIdx.x & 127;
+    if (tid >= 32) return;
+    const int *slots = p.row_slot_all + bars->push_base + r0;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        if (tid + 32 * h < nrows) mok_cp_async4(&bars->push_slot[w][tid + 32 * h], slots + tid + 32 * h);
+    mok_cp_async_commit();
+}
+
+/* Consumer w's 64 x 256 result, each row r < nrows pushed to its source rank's slot (token * k +
+ * j; sm90_push_prefetch fetched them) at window offset off, columns col0.. < C: the forward's
  * expert outputs and the backward's dx rows. The rows are staged whole; warp 0 then hands each to
  * a bulk copy (two rows a lane) and the consumer goes on: the next staging waits for the reads
  * (sm90_staging_acquire), the end of the kernel for the writes (sm90_push_drain). */
 template <class P>
-__device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[128], __nv_bfloat16 *stg, int w, int r0,
-                                               int nrows, int col0, size_t off) {
+__device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[128], __nv_bfloat16 *stg, Sm90Bars *bars,
+                                               int w, int nrows, int col0, size_t off) {
     sm90_staging_acquire(w);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
@@ -443,13 +462,13 @@ __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[12
     mok_fence_proxy_async_shared(); /* the bulk copies read it */
     sm90_named_sync(2 + w, 128);
     if (tid < 32) {
-        const int base = p.expert_offset_all[p.e0];
+        mok_cp_async_wait0(); /* this lane's slots */
         const unsigned bytes = 2u * (unsigned)min(256, p.C - col0);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = tid + 32 * h;
             if (r >= nrows) continue;
-            const int g = p.row_slot_all[base + r0 + r];
+            const int g = bars->push_slot[w][r];
             const int src = g / p.NK, slot = g - src * p.NK;
             __nv_bfloat16 *dst = reinterpret_cast<__nv_bfloat16 *>(p.peer_base[src] + off) + (size_t)slot * p.C + col0;
             mok_bulk_store(dst, stg + r * SM90_STG_PITCH, bytes);
