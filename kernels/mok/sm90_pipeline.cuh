@@ -281,7 +281,8 @@ struct Sm90NoStep {
  * K-major). k_tail (MN-major operands with Sm90Smem's stages only): valid K lines of the last
  * block, 64 when full. N: the accumulator count, 128 (B 256 wide), 88 (176) or 96 (192). Smem: the stage
  * geometry (Sm90Smem's constants, or another tile's). mid() runs once, after block KB / 2's products
- * are issued: work of the epilogue that can start while the tensor cores run (its loads). */
+ * are issued: work of the epilogue that can start while the tensor cores run (its loads; the
+ * epilogues that use it rely on KB >= 1, as the loop's last release does). */
 template <int TA, int TB, int N, class Smem, class Mid = Sm90NoStep>
 __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int w,
                                          int KB, int k_tail, int tile, Mid mid = Mid()) {
@@ -363,7 +364,8 @@ __device__ __forceinline__ __nv_bfloat16 *sm90_stg_at(__nv_bfloat16 *stg, int r,
 #define SM90_TMA_STORER 32
 
 /* Before consumer w writes its staging: the bulk copies of its last push (issued by its warp 0)
- * have read it. */
+ * have read it. Only warp 0's groups are waited here: SM90_TMA_STORER waits for its own stores
+ * inside the epilogue that issued them, and must keep doing so (or wait here too). */
 __device__ __forceinline__ void sm90_staging_acquire(int w) {
     if ((threadIdx.x & 127) < 32) mok_bulk_wait_read();
     sm90_named_sync(2 + w, 128);
