@@ -1,15 +1,18 @@
 /*
- * fp32 GEMMs on bf16 tensor cores (gemm_f32x3.h). Both kernels read the fp32 operands into
- * registers (float4 where aligned and inside, else element by element, zeros outside), split each
- * value in three bf16 terms by integer arithmetic and store the three planes to shared memory;
- * then the six plane products of the K block.
- *  - Hopper (sm_90a): a 128 x 128 tile, two warpgroups of m64n128k16 wgmma reading 128-byte
- *    swizzled planes; two shared-memory stages, so the split and store of K block t + 1 run while
- *    the tensor cores work on block t; persistent, one block an SM, the K blocks of its tiles in
- *    one stream.
- *    Operands given as planes are copied (cp.async) instead of read and split.
+ * fp32 GEMMs on bf16 tensor cores (gemm_f32x3.h). The kernels read the fp32 operands into
+ * registers (vectors where aligned and inside, else element by element, zeros outside) and split
+ * each value in three bf16 terms by integer arithmetic; then the six plane products.
+ *  - Hopper (sm_90a): a 128 x 128 tile, two warpgroups of m64n128k16 wgmma, persistent (one block
+ *    an SM, the K blocks of its tiles in one stream). A goes from global memory straight into
+ *    each thread's registers one K block ahead and is split there, 16 of K at a time, as wgmma's
+ *    register operand; B's planes go to four 128-byte swizzled shared-memory stages, two K blocks
+ *    ahead. Shared memory once held A's planes too: its traffic (the split's stores, six products
+ *    reading both operands) kept the tensor cores half idle (2026-11-30 (s13) in
+ *    docs/perf-notes.md). Operands given as planes are read (A) or copied by cp.async (B) instead
+ *    of split.
  *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
- *    fragments, one stage, the next K block in registers meanwhile; fp32 operands only.
+ *    fragments of planes stored to shared memory, one stage, the next K block in registers
+ *    meanwhile; fp32 operands only.
  */
 #include "gemm_f32x3.h"
 
@@ -113,39 +116,71 @@ __device__ __forceinline__ void promote(float (&sum)[V], float (&acc)[V]) {
 }
 
 /* Where a block's results go: C = alpha acc + beta C, or (chunks) the chunk's partial alpha acc.
- * A thread's results go in two passes: all its reads of C first, so that none waits on a store
- * to the same array before it. */
+ * A thread's results come in pairs of adjacent columns (v[2j], v[2j + 1] at (m[2j], n[2j]) and
+ * n[2j] + 1: both kernels' accumulator layouts), written and read as 8 bytes where `pairs` (N
+ * even, the destination 8-byte aligned): whole 32-byte sectors a warp instruction. The reads of C
+ * go in rounds of 16 values, each round's before its writes, so that none waits on a store to the
+ * same array before it: the Hopper kernel has registers for 16 beside its accumulators (rounds of
+ * 32 spill, and measured slower: 2026-11-30 (s13) in docs/perf-notes.md). */
 struct Out {
     float *out;
     int M, N;
     float alpha, beta;
-    bool add;
+    bool add, pairs;
 
     template <int V>
     __device__ __forceinline__ void put(const int (&m)[V], const int (&n)[V], const float (&v)[V]) const {
-        float old[V];
+        constexpr int G = V < 16 ? V : 16;
+        static_assert(V % G == 0 && G % 2 == 0, "results in whole rounds of pairs");
 #pragma unroll
-        for (int i = 0; i < V; i++) old[i] = add && m[i] < M && n[i] < N ? out[(size_t)m[i] * N + n[i]] : 0.0f;
+        for (int g = 0; g < V; g += G) {
+            float old[G];
 #pragma unroll
-        for (int i = 0; i < V; i++)
-            if (m[i] < M && n[i] < N) out[(size_t)m[i] * N + n[i]] = add ? __fmaf_rn(beta, old[i], alpha * v[i]) : alpha * v[i];
+            for (int j = 0; j < G; j += 2) {
+                const int i = g + j;
+                const bool in0 = m[i] < M && n[i] < N, in1 = m[i] < M && n[i] + 1 < N;
+                const float *q = out + (size_t)m[i] * N + n[i];
+                if (add && pairs && in1) {
+                    const float2 x = *reinterpret_cast<const float2 *>(q);
+                    old[j] = x.x, old[j + 1] = x.y;
+                } else {
+                    old[j] = add && in0 ? q[0] : 0.0f, old[j + 1] = add && in1 ? q[1] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < G; j += 2) {
+                const int i = g + j;
+                const bool in0 = m[i] < M && n[i] < N, in1 = m[i] < M && n[i] + 1 < N;
+                float *q = out + (size_t)m[i] * N + n[i];
+                const float r0 = add ? __fmaf_rn(beta, old[j], alpha * v[i]) : alpha * v[i];
+                const float r1 = add ? __fmaf_rn(beta, old[j + 1], alpha * v[i + 1]) : alpha * v[i + 1];
+                if (pairs && in1) {
+                    *reinterpret_cast<float2 *>(q) = make_float2(r0, r1);
+                } else {
+                    if (in0) q[0] = r0;
+                    if (in1) q[1] = r1;
+                }
+            }
+        }
     }
 };
 
 /* Chunk z's destination: C itself, or (split) its partial. */
 __device__ __forceinline__ Out out_of(float *C, float *parts, int M, int N, float alpha, float beta, int z, bool split) {
-    return Out{split ? parts + (size_t)z * M * N : C, M, N, alpha, beta, !split && beta != 0.0f};
+    float *out = split ? parts + (size_t)z * M * N : C;
+    return Out{out, M, N, alpha, beta, !split && beta != 0.0f, N % 2 == 0 && ((uintptr_t)out & 7) == 0};
 }
 
 /* ------------------------------------------------------------------------------------------------
- * Hopper: wgmma
+ * Hopper: wgmma, A from registers
  * ---------------------------------------------------------------------------------------------- */
 
-constexpr int WG_BM = 128, WG_BK = 64;
-constexpr int WG_PANEL = 64 * 64 * 2;      /* bytes: 64 rows of 128 */
-constexpr int WG_TILE = 2 * WG_PANEL;      /* one plane of one operand: 128 x 64 bf16 */
-constexpr int WG_STAGE = 6 * WG_TILE;      /* A's three planes, then B's */
-constexpr int WG_SMEM = 2 * WG_STAGE + 1024; /* two stages, and room to align to 1024 */
+constexpr int WG_BM = 128, WG_BK = 64, WG_STEPS = WG_BK / 16;
+constexpr int WG_PANEL = 64 * 64 * 2;                 /* bytes: 64 rows of 128 */
+constexpr int WG_TILE = 2 * WG_PANEL;                 /* one plane of B: 128 x 64 bf16 */
+constexpr int WG_STAGE = 3 * WG_TILE;                 /* B's three planes */
+constexpr int WG_STAGES = 4;                          /* B is copied two K blocks ahead (the kernel says why 4) */
+constexpr int WG_SMEM = WG_STAGES * WG_STAGE + 1024; /* and room to align to 1024 */
 
 /* Byte offset of element (mn, k) in a 128 x 64 plane tile, 128-byte swizzled (tile_wgmma.cuh):
  * K-major, row mn of 64 K; or MN-major, 64-wide panels of 64 K rows. */
@@ -162,45 +197,134 @@ template <int R, bool K_MAJOR>
 __device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long ld, int r0, int rows, int k0, int k_end,
                                                bool vec, unsigned char *tile) {
     constexpr int CHUNKS = R * WG_BK / 8; /* a plane's, each 8 elements along the contiguous dimension */
-#pragma unroll
-    for (int i = 0; i < CHUNKS / THREADS; i++) {
+    /* chunk i of this thread: its byte offset in a plane tile, its row and k in the operand */
+    auto at = [&](int i, int &gr, int &gk) {
         const int f = (int)threadIdx.x + THREADS * i;
         const int r = K_MAJOR ? f / (WG_BK / 8) : 8 * (f % (R / 8)), k = K_MAJOR ? 8 * (f % (WG_BK / 8)) : f / (R / 8);
-        const int gr = r0 + r, gk = k0 + k, off = wg_offset<K_MAJOR>(r, k);
+        gr = r0 + r, gk = k0 + k;
+        return wg_offset<K_MAJOR>(r, k);
+    };
+    if (vec) { /* ld % 8 == 0: a chunk is wholly inside or wholly outside (one test of vec, not one a chunk) */
+#pragma unroll
+        for (int i = 0; i < CHUNKS / THREADS; i++) {
+            int gr, gk;
+            const int off = at(i, gr, gk);
+            const bool in = gr < rows && gk < k_end;
+            const long base = K_MAJOR ? (long)gr * ld + gk : (long)gk * ld + gr;
+#pragma unroll
+            for (int pl = 0; pl < 3; pl++) mok_cp_async16(tile + pl * WG_TILE + off, in ? p + pl * ps + base : p, in);
+        }
+        return;
+    }
+#pragma unroll 1
+    for (int i = 0; i < CHUNKS / THREADS; i++) {
+        int gr, gk;
+        const int off = at(i, gr, gk);
         const long base = K_MAJOR ? (long)gr * ld + gk : (long)gk * ld + gr;
 #pragma unroll
         for (int pl = 0; pl < 3; pl++) {
-            unsigned char *d = tile + pl * WG_TILE + off;
             const uint16_t *q = p + pl * ps + base;
-            if (vec) { /* ld % 8 == 0: a chunk is wholly inside or wholly outside */
-                const bool in = gr < rows && gk < k_end;
-                mok_cp_async16(d, in ? q : p, in);
-            } else {
-                uint32_t e[8];
+            uint32_t e[8];
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const bool in = K_MAJOR ? gr < rows && gk + j < k_end : gk < k_end && gr + j < rows;
-                    e[j] = in ? q[j] : 0u;
-                }
-                *reinterpret_cast<uint4 *>(d) = make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16,
-                                                           e[6] | e[7] << 16);
+            for (int j = 0; j < 8; j++) {
+                const bool in = K_MAJOR ? gr < rows && gk + j < k_end : gk < k_end && gr + j < rows;
+                e[j] = in ? q[j] : 0u;
             }
+            *reinterpret_cast<uint4 *>(tile + pl * WG_TILE + off) =
+                make_uint4(e[0] | e[1] << 16, e[2] | e[3] << 16, e[4] | e[5] << 16, e[6] | e[7] << 16);
         }
     }
 }
 
-/* One operand's path into a stage: fp32 read into registers and split (begin, then finish), or
- * planes copied (PL: begin only). */
-template <int R, bool K_MAJOR, bool PL>
-struct WgOperand {
-    Loader<R, WG_BK, K_MAJOR> regs;
-    __device__ __forceinline__ void begin(const float *f, const uint16_t *pl, long ps, long ldm, int r0, int rows,
-                                          int k0, int k_end, bool vec, unsigned char *tile) {
-        if constexpr (PL) wg_copy_planes<R, K_MAJOR>(pl, ps, ldm, r0, rows, k0, k_end, vec, tile);
-        else regs.load(f, ldm, r0, rows, k0, k_end, vec);
+/* B's K block into a stage: its planes copied (PL), or its fp32 read and split here. */
+template <bool K_MAJOR, bool PL>
+__device__ __forceinline__ void wg_fill_b(const float *f, const uint16_t *pl, long ps, long ld, int n0, int cols,
+                                          int k0, int k_end, bool vec, unsigned char *stage) {
+    if constexpr (PL) {
+        wg_copy_planes<TILE_N, K_MAJOR>(pl, ps, ld, n0, cols, k0, k_end, vec, stage);
+    } else { /* in two halves of 64 columns: half the registers beside A's */
+#pragma unroll
+        for (int h = 0; h < TILE_N; h += 64) {
+            Loader<64, WG_BK, K_MAJOR> regs;
+            regs.load(f, ld, n0 + h, cols, k0, k_end, vec);
+            regs.store(stage, WG_TILE, [h](int r, int k) { return wg_offset<K_MAJOR>(h + r, k); });
+        }
     }
-    __device__ __forceinline__ void finish(unsigned char *tile) const {
-        if constexpr (!PL) regs.store(tile, WG_TILE, [](int r, int k) { return wg_offset<K_MAJOR>(r, k); });
+}
+
+/* A thread's part of A in one 16-wide k step, for wgmma's register operand (flash_sm90.cuh): pair i
+ * (i < 4) holds row r + 8 (i & 1), columns c + 8 (i >> 1) and the one after (c = k + 2 (lane % 4)).
+ * Read from the fp32 values (v[2 i + j], split when the step is multiplied) or from the planes
+ * (v[4 p + i], plane p's pair, already bf16). A_T: A stored (K, M). */
+template <bool A_T, bool PL>
+struct AStep {
+    uint32_t v[PL ? 12 : 8];
+
+    /* fast: both rows and the whole K block inside, and (K-major) vec: no per-element tests, which cost more
+     * instructions than the loads and the split */
+    __device__ __forceinline__ void load(const float *f, const uint16_t *pl, long ps, long ld, int r, int rows, int c,
+                                         int k_end, bool vec, bool fast) {
+        if (fast) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = r + 8 * (i & 1), col = c + 8 * (i >> 1);
+                const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
+                if constexpr (PL) {
+#pragma unroll
+                    for (int p = 0; p < 3; p++) {
+                        const uint16_t *q = pl + p * ps;
+                        v[4 * p + i] = A_T ? (uint32_t)q[at0] | (uint32_t)q[at1] << 16
+                                           : *reinterpret_cast<const uint32_t *>(q + at0);
+                    }
+                } else if constexpr (A_T) {
+                    v[2 * i] = __float_as_uint(f[at0]), v[2 * i + 1] = __float_as_uint(f[at1]);
+                } else {
+                    const float2 x = *reinterpret_cast<const float2 *>(f + at0);
+                    v[2 * i] = __float_as_uint(x.x), v[2 * i + 1] = __float_as_uint(x.y);
+                }
+            }
+            return;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int row = r + 8 * (i & 1), col = c + 8 * (i >> 1);
+            const bool in0 = row < rows && col < k_end, in1 = row < rows && col + 1 < k_end;
+            const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
+            if constexpr (PL) {
+#pragma unroll
+                for (int p = 0; p < 3; p++) {
+                    const uint16_t *q = pl + p * ps;
+                    if (!A_T && vec && in1) /* ld and ps even, 16-byte aligned planes: the pair is one word */
+                        v[4 * p + i] = *reinterpret_cast<const uint32_t *>(q + at0);
+                    else
+                        v[4 * p + i] = (in0 ? (uint32_t)q[at0] : 0u) | (in1 ? (uint32_t)q[at1] : 0u) << 16;
+                }
+            } else if (!A_T && vec && in1) { /* ld % 4 == 0, 16-byte aligned: the pair is 8 aligned bytes */
+                const float2 x = *reinterpret_cast<const float2 *>(f + at0);
+                v[2 * i] = __float_as_uint(x.x), v[2 * i + 1] = __float_as_uint(x.y);
+            } else {
+                v[2 * i] = in0 ? __float_as_uint(f[at0]) : 0u;
+                v[2 * i + 1] = in1 ? __float_as_uint(f[at1]) : 0u;
+            }
+        }
+    }
+
+    /* the three planes' registers: a[p] for plane p (h, m, l) */
+    __device__ __forceinline__ void frag(uint32_t (&a)[3][4]) const {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if constexpr (PL) { /* a copy the compiler keeps: else the wgmma would read v, which the next load_a
+                                   rewrites while it runs, and ptxas serializes every wgmma to allow that */
+#pragma unroll
+                for (int p = 0; p < 3; p++) asm volatile("mov.b32 %0, %1;" : "=r"(a[p][i]) : "r"(v[4 * p + i]));
+            } else {
+                uint32_t s0[3], s1[3];
+                split3(__uint_as_float(v[2 * i]), s0[0], s0[1], s0[2]);
+                split3(__uint_as_float(v[2 * i + 1]), s1[0], s1[1], s1[2]);
+#pragma unroll
+                for (int p = 0; p < 3; p++) a[p][i] = pack_hi(s0[p], s1[p]);
+            }
+        }
     }
 };
 
@@ -215,10 +339,28 @@ struct WgItem {
     }
 };
 
+/* A place in a block's stream of K blocks: item i (b, b + grid, ...), K block k0 of it. */
+struct WgPos {
+    int i, k0;
+    WgItem it;
+    __device__ __forceinline__ WgPos(int i_, int n_tiles, int m_tiles, int kc, int K)
+        : i(i_), k0(0), it(i_, n_tiles, m_tiles, kc, K) {
+        k0 = it.k_begin;
+    }
+    __device__ __forceinline__ bool last() const { return k0 + WG_BK >= it.k_end; }
+    __device__ __forceinline__ void next(int n_tiles, int m_tiles, int kc, int K) {
+        if (last()) *this = WgPos(i + (int)gridDim.x, n_tiles, m_tiles, kc, K);
+        else k0 += WG_BK;
+    }
+};
+
 /* A_T: A stored (K, M); B_T: B stored (N, K); A_PL, B_PL: read that operand's planes. Persistent:
- * block b takes items b, b + gridDim.x, ...; their K blocks form one stream through the two
- * stages, so the next item's first block loads while this one's last multiplies and its results
- * go out. WG_SMEM bytes. */
+ * block b takes items b, b + gridDim.x, ...; their K blocks form one stream. Each thread reads
+ * its part of A into registers one K block ahead, and multiplies from registers (wgmma's RS
+ * form): no shared-memory traffic for A. B goes through WG_STAGES shared-memory stages, copied
+ * two K blocks ahead into the stage that K block t - 2 used: both warpgroups finished it before
+ * the barrier of block t (each waits for its products two k steps back before the next step).
+ * A finished tile's results go out while the next tile's first products run. WG_SMEM bytes. */
 template <bool A_T, bool B_T, bool A_PL, bool B_PL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, int n_tiles, int m_tiles, int chunks,
@@ -229,75 +371,100 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024 - (mok_smem_u32(smem_raw) & 1023)) & 1023);
     const int items = n_tiles * m_tiles * chunks;
+    if ((int)blockIdx.x >= items) return;
     const long lda = A_T ? M : K, ldb = B_T ? K : N;
-    const int w = threadIdx.x >> 7;
-    /* descriptors: K-major planes step 32 bytes a k16, MN-major 2048 (in 16-byte units) */
-    constexpr unsigned lbo_a = A_T ? WG_PANEL : 16, lbo_b = B_T ? 16 : WG_PANEL;
-    constexpr int step_a = A_T ? 128 : 2, step_b = B_T ? 2 : 128;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 7;
+    /* this thread's first row of A within a tile, and its column within a k step */
+    const int a_row = 64 * w + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2), a_col = 2 * (lane & 3);
+    /* B's descriptors: K-major planes step 32 bytes a k16, N-major 2048 (in 16-byte units) */
+    constexpr unsigned lbo_b = B_T ? 16 : WG_PANEL;
+    constexpr int step_b = B_T ? 2 : 128;
     float acc[64], sum[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = sum[i] = 0.0f;
-    WgOperand<WG_BM, !A_T, A_PL> oa;
-    WgOperand<TILE_N, B_T, B_PL> ob;
-    /* K block k0 of item `it` into stage s */
-    auto fill = [&](const WgItem &it, int k0, int s) {
-        unsigned char *st = smem + s * WG_STAGE;
-        oa.begin(A, planes_a, ps_a, lda, it.m0, M, k0, it.k_end, vec_a, st);
-        ob.begin(B, planes_b, ps_b, ldb, it.n0, N, k0, it.k_end, vec_b, st + 3 * WG_TILE);
-        oa.finish(st);
-        ob.finish(st + 3 * WG_TILE);
-        mok_cp_async_commit();
+    /* A's next RING k steps (their fp32 values, or the planes: 12 registers a step, so only two ahead) */
+    constexpr int RING = A_PL ? 2 : WG_STEPS;
+    AStep<A_T, A_PL> ring[RING];
+    uint32_t fr[2][3][4]; /* the planes of the k step multiplied, and of the one before */
+    WgPos cur(blockIdx.x, n_tiles, m_tiles, kc, K), pa = cur, pb = cur;
+    auto load_a = [&](const WgPos &at, int s) { /* k step s of K block `at` into ring[s % RING] */
+        const int r = at.it.m0 + a_row;
+        const bool fast = (A_T || vec_a) && r + 8 < M && at.k0 + WG_BK <= at.it.k_end;
+        ring[s % RING].load(A, planes_a, ps_a, lda, r, M, at.k0 + 16 * s + a_col, at.it.k_end, vec_a, fast);
     };
-    int i = blockIdx.x;
-    if (i >= items) return;
-    WgItem cur(i, n_tiles, m_tiles, kc, K);
-    int k0 = cur.k_begin;
-    fill(cur, k0, 0);
+    auto fill_b = [&](int t) {
+        if (pb.i < items)
+            wg_fill_b<B_T, B_PL>(B, planes_b, ps_b, ldb, pb.it.n0, N, pb.k0, pb.it.k_end, vec_b,
+                                 smem + (t % WG_STAGES) * WG_STAGE);
+        mok_cp_async_commit(); /* an empty group past the end keeps the count */
+        pb.next(n_tiles, m_tiles, kc, K);
+    };
+    fill_b(0);
+    fill_b(1);
+#pragma unroll
+    for (int s = 0; s < RING; s++) load_a(cur, s);
+    pa.next(n_tiles, m_tiles, kc, K); /* the K block after cur */
+    const bool read_c = chunks == 1 && beta != 0.0f; /* the results are added to C's */
+    bool pending = false;                            /* a finished tile's results in sum, at out */
+    WgItem out = cur.it;
+    auto flush = [&]() { /* d[4i + e]: row 16 (warp % 4) + lane / 4 + 8 (e >= 2), column 8i + 2 (lane % 4) + (e & 1) */
+        const int row = out.m0 + a_row;
+        int rows[64], cols[64];
+#pragma unroll
+        for (int e = 0; e < 64; e++)
+            rows[e] = row + 8 * ((e & 3) >> 1), cols[e] = out.n0 + 8 * (e >> 2) + 2 * (lane & 3) + (e & 1);
+        out_of(C, parts, M, N, alpha, beta, out.z, chunks > 1).put(rows, cols, sum);
+    };
     for (int t = 0;; t++) {
-        unsigned char *st = smem + (t & 1) * WG_STAGE;
-        mok_cp_async_wait0();                                         /* this thread's copies of the block */
-        mok_fence_proxy_async_shared(); /* the planes, to the tensor cores */
+        unsigned char *st = smem + (t % WG_STAGES) * WG_STAGE;
+        mok_cp_async_wait1(); /* this thread's copies of block t (block t + 1's may be in flight) */
+        mok_fence_proxy_async_shared(); /* B's planes, to the tensor cores */
         __syncthreads();
-        mok_wgmma_fence();
+        if (read_c && cur.last()) { /* this tile's lines of C into L2 now: its results read them a block later */
+            const int q = lane & 3, m = cur.it.m0 + a_row + 8 * (q & 1);
+#pragma unroll
+            for (int j = 0; j < 2; j++) { /* four lanes, the 8 lines of 32 values of their two rows */
+                const int n = cur.it.n0 + 32 * (2 * (q >> 1) + j);
+                if (m < M && n < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(C + (size_t)m * N + n));
+            }
+        }
         /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h */
         const int plane_a[6] = {2, 1, 1, 0, 0, 0}, plane_b[6] = {0, 1, 0, 2, 1, 0};
 #pragma unroll
-        for (int q = 0; q < 6; q++) {
-            const uint64_t da = mok_wgmma_desc(st + plane_a[q] * WG_TILE + w * WG_PANEL, lbo_a, 1024);
-            const uint64_t db = mok_wgmma_desc(st + (3 + plane_b[q]) * WG_TILE, lbo_b, 1024);
+        for (int s = 0; s < WG_STEPS; s++) {
+            mok_wgmma_wait<1>(); /* the products of two k steps back, which read fr[s & 1], are done */
+            ring[s % RING].frag(fr[s & 1]);
+            if (s + RING < WG_STEPS) load_a(cur, s + RING);
+            else if (pa.i < items) load_a(pa, s + RING - WG_STEPS);
+            mok_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < WG_BK / 16; kk++)
-                flash_wgmma_ss<A_T, !B_T>(acc, da + step_a * kk, db + step_b * kk, 1);
+            for (int q = 0; q < 6; q++) {
+                const uint64_t db = mok_wgmma_desc(st + plane_b[q] * WG_TILE, lbo_b, 1024) + step_b * s;
+                flash_wgmma_rs<!B_T>(acc, fr[s & 1][plane_a[q]], db, 1);
+            }
+            mok_wgmma_commit();
         }
-        mok_wgmma_commit();
-        /* the next K block (this item's, or the next item's first) into the other stage while the
-         * products run */
-        const bool last = k0 + WG_BK >= cur.k_end;
-        const int i_next = last ? i + (int)gridDim.x : i;
-        const bool more = i_next < items;
-        const WgItem nxt = last && more ? WgItem(i_next, n_tiles, m_tiles, kc, K) : cur;
-        const int k_next = last ? nxt.k_begin : k0 + WG_BK;
-        if (more) fill(nxt, k_next, (t + 1) & 1);
-        mok_wgmma_wait<0>(); /* this stage is free once both warpgroups pass the next barrier */
-        mok_fence_acc(acc);
-        if (last || (k0 + WG_BK - cur.k_begin) % PROMOTE_K == 0) {
+        pa.next(n_tiles, m_tiles, kc, K);
+        fill_b(t + 2);
+        if (pending) { /* the previous tile's results, while this block's products run */
+            flush();
+#pragma unroll
+            for (int e = 0; e < 64; e++) sum[e] = 0.0f;
+            pending = false;
+        }
+        const bool last = cur.last();
+        if (last || (cur.k0 + WG_BK - cur.it.k_begin) % PROMOTE_K == 0) {
+            mok_wgmma_wait<0>();
+            mok_fence_acc(acc);
             promote(sum, acc);
             mok_fence_acc(acc);
         }
-        if (last) {
-            /* d[4i + e]: row 16 (warp % 4) + lane / 4 + 8 (e >= 2), column 8i + 2 (lane % 4) + (e & 1) */
-            const int lane = threadIdx.x & 31, row = cur.m0 + 64 * w + 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
-            int rows[64], cols[64];
-#pragma unroll
-            for (int e = 0; e < 64; e++)
-                rows[e] = row + 8 * ((e & 3) >> 1), cols[e] = cur.n0 + 8 * (e >> 2) + 2 * (lane & 3) + (e & 1);
-            out_of(C, parts, M, N, alpha, beta, cur.z, chunks > 1).put(rows, cols, sum);
-#pragma unroll
-            for (int e = 0; e < 64; e++) sum[e] = 0.0f;
-        }
-        if (!more) break;
-        i = i_next, cur = nxt, k0 = k_next;
+        if (last) pending = true, out = cur.it;
+        cur.next(n_tiles, m_tiles, kc, K);
+        if (cur.i >= items) break;
     }
+    mok_wgmma_wait<0>(); /* done at the last promotion: said again for the compiler, which reuses acc's registers */
+    flush();
 #else
     asm volatile("trap;");
 #endif

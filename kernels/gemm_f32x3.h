@@ -10,9 +10,9 @@
  * infinities, h is infinite and the results NaN (the router stops on non-finite scores). Then
  *   a b = a_l b_h + a_m b_m + a_m b_h + a_h b_l + a_h b_m + a_h b_h
  * (each dropped term at most 2^-24 of a b); each bf16 product is exact, and the tensor cores add
- * them into fp32 accumulators in that order, per 16-wide k step (mma.sync) or per 64-wide K
- * block (wgmma). The tensor cores' fp32 additions truncate, so every 256 of K the accumulators
- * are added into a second set in IEEE arithmetic: errors stay about those of an fp32 GEMM.
+ * them into fp32 accumulators in that order, per 16-wide k step. The tensor cores' fp32 additions
+ * truncate, so every 256 of K the accumulators are added into a second set in IEEE arithmetic:
+ * errors stay about those of an fp32 GEMM.
  *
  * C (M, N) = alpha op(A) op(B) + beta C, row-major as gemm.h's gemm_rm: op(A) is (M, K), A stored
  * (M, K), or (K, M) when trans_a; op(B) is (K, N), B stored (K, N), or (N, K) when trans_b. No
@@ -34,7 +34,7 @@ extern "C" {
 /* An operand: its fp32 values, and optionally their three bf16 planes from gpu_split_f32x3 (h,
  * m, l at planes + {0, 1, 2} plane_stride, each laid out as the fp32 matrix). The planes hold the
  * split the kernels would make, so the results are the same bits with or without them; the
- * Hopper kernel copies them instead of splitting (worth it for an operand that many blocks read:
+ * Hopper kernel reads them instead of splitting (worth it for an operand that many blocks read:
  * the router weights, dlogits); the mma.sync kernel reads f32 only. */
 typedef struct {
     const float *f32;
@@ -63,7 +63,7 @@ void gpu_gemm_f32x3(int trans_a, int trans_b, int M, int N, int K, GemmF32x3Oper
                     float alpha, float beta, int S, float *scratch, cudaStream_t stream);
 
 /* The same on a chosen kernel (tests): GEMM_F32X3_WGMMA needs mok_sm90_available(). The two
- * kernels' bits differ (another order of the products within a K step). */
+ * kernels' bits may differ (their tensor-core instructions add in their own ways). */
 enum { GEMM_F32X3_AUTO = 0, GEMM_F32X3_WGMMA = 1, GEMM_F32X3_MMA = 2 };
 void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, int N, int K, GemmF32x3Operand A,
                          GemmF32x3Operand B, float *C, float alpha, float beta, int S, float *scratch,
