@@ -4,12 +4,12 @@
  * each value in three bf16 terms by integer arithmetic; then the six plane products.
  *  - Hopper (sm_90a): a 128 x 128 tile, two warpgroups of m64n128k16 wgmma, persistent (one block
  *    an SM, the K blocks of its tiles in one stream). A goes from global memory straight into
- *    each thread's registers one K block ahead and is split there, 16 of K at a time, as wgmma's
- *    register operand; B's planes go to four 128-byte swizzled shared-memory stages, two K blocks
- *    ahead. Shared memory once held A's planes too: its traffic (the split's stores, six products
- *    reading both operands) kept the tensor cores half idle (2026-11-30 (s13) in
- *    docs/perf-notes.md). Operands given as planes are read (A) or copied by cp.async (B) instead
- *    of split.
+ *    each thread's registers ahead of use (one K block; two k steps when given as planes) and is
+ *    split there, 16 of K at a time, as wgmma's register operand; B's planes go to four 128-byte
+ *    swizzled shared-memory stages, two K blocks ahead. Shared memory once held A's planes too:
+ *    its traffic (the split's stores, six products reading both operands) kept the tensor cores
+ *    half idle (2026-11-30 (s13) in docs/perf-notes.md). Operands given as planes are read (A) or
+ *    copied by cp.async (B) instead of split.
  *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
  *    fragments of planes stored to shared memory, one stage, the next K block in registers
  *    meanwhile; fp32 operands only.
@@ -120,8 +120,8 @@ __device__ __forceinline__ void promote(float (&sum)[V], float (&acc)[V]) {
  * n[2j] + 1: both kernels' accumulator layouts), written and read as 8 bytes where `pairs` (N
  * even, the destination 8-byte aligned): whole 32-byte sectors a warp instruction. The reads of C
  * go in rounds of 16 values, each round's before its writes, so that none waits on a store to the
- * same array before it: the Hopper kernel has registers for 16 beside its accumulators (rounds of
- * 32 spill, and measured slower: 2026-11-30 (s13) in docs/perf-notes.md). */
+ * same array before it: beside the Hopper kernel's accumulators, rounds of 32 spill more and ran
+ * slower (2026-11-30 (s13) in docs/perf-notes.md). */
 struct Out {
     float *out;
     int M, N;
@@ -356,8 +356,8 @@ struct WgPos {
 
 /* A_T: A stored (K, M); B_T: B stored (N, K); A_PL, B_PL: read that operand's planes. Persistent:
  * block b takes items b, b + gridDim.x, ...; their K blocks form one stream. Each thread reads
- * its part of A into registers one K block ahead, and multiplies from registers (wgmma's RS
- * form): no shared-memory traffic for A. B goes through WG_STAGES shared-memory stages, copied
+ * its part of A into registers ahead of use (RING k steps), and multiplies from registers
+ * (wgmma's RS form): no shared-memory traffic for A. B goes through WG_STAGES shared-memory stages, copied
  * two K blocks ahead into the stage that K block t - 2 used: both warpgroups finished it before
  * the barrier of block t (each waits for its products two k steps back before the next step).
  * A finished tile's results go out while the next tile's first products run. WG_SMEM bytes. */
@@ -675,6 +675,9 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
                                     GemmF32x3Operand B, float *C, float alpha, float beta, int S, float *scratch,
                                     cudaStream_t stream) {
     if (M <= 0 || N <= 0) return;
+    /* the kernels' int index arithmetic runs up to a tile (and a K block) past the edges */
+    if (M > INT_MAX - 256 || N > INT_MAX - 256 || K > INT_MAX - 256)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: %d x %d x %d is too large (internal)", M, N, K);
     const bool wg = impl == GEMM_F32X3_WGMMA || (impl == GEMM_F32X3_AUTO && device_info().wgmma);
     /* chunks cut at multiples of the wgmma K block, so both kernels sum the same partials */
     const int kc = K > 0 ? chunk_len(K, S < 1 ? 1 : S, WG_BK) : WG_BK;
@@ -682,7 +685,8 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
     const int bm = wg ? WG_BM : MS_BM, n_tiles = (N + TILE_N - 1) / TILE_N, m_tiles = (M + bm - 1) / bm;
     const long lda = trans_a ? M : K, ldb = trans_b ? K : N;
     const int v = (trans_a ? 1 : 0) | (trans_b ? 2 : 0);
-    if ((long)n_tiles * m_tiles * chunks > INT_MAX || n_tiles > 65535 || chunks > 65535) /* the grids' limits */
+    /* the grids' limits, and room for the Hopper kernel's next item (i + grid) */
+    if ((long)n_tiles * m_tiles * chunks > INT_MAX / 2 || n_tiles > 65535 || chunks > 65535)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: a %d x %d output in %d chunks is too large (internal)", M, N,
                  chunks);
     if (wg) {

@@ -279,13 +279,16 @@ static void test_gemm_f32x3(void) {
     /* ta, tb, M, N, K, S: the router's three GEMMs scaled down (logits 0/0, weight gradient 1/0,
      * dx 0/1), the fourth layout, sizes off every tile and vector edge, chunks that do not divide
      * K, more tiles than an H200 has SMs (the persistent kernel's blocks take several), the
-     * router gradient's long K; on the mma.sync kernel, and on the wgmma one where this GPU has
-     * it. First the exact identity products. */
+     * router gradient's long K, tiles of one K block each on more tiles than SMs (the Hopper
+     * kernel's results then go out in consecutive K blocks); on the mma.sync kernel, and on the
+     * wgmma one where this GPU has it. First the exact identity products. */
     const int cases[][6] = {{0, 0, 512, 64, 1024, 1}, {0, 0, 512, 64, 1024, 3}, {1, 0, 256, 48, 1000, 1},
                             {1, 0, 256, 48, 1000, 4}, {0, 1, 300, 256, 130, 1}, {0, 1, 300, 256, 520, 2},
                             {1, 1, 37, 23, 777, 1},   {1, 1, 37, 23, 777, 5},   {0, 0, 5, 3, 129, 1},
                             {0, 1, 64, 40, 4099, 11}, {1, 0, 130, 130, 33, 1},  {0, 0, 1, 1, 1, 1},
-                            {0, 1, 4096, 640, 100, 1}, {1, 0, 1536, 1280, 320, 2}, {1, 0, 256, 128, 16384, 4}};
+                            {0, 1, 4096, 640, 100, 1}, {1, 0, 1536, 1280, 320, 2}, {1, 0, 256, 128, 16384, 4},
+                            {0, 0, 4096, 640, 48, 1}};
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
     const int impls[2] = {GEMM_F32X3_MMA, GEMM_F32X3_WGMMA};
     for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
         for (int t = 0; t < 4; t++)
@@ -294,7 +297,7 @@ static void test_gemm_f32x3(void) {
                 f32x3_identity_case(impls[v], which, t & 1, t >> 1, 200, 136, 2, 3);
             }
     for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
-        for (int i = 0; i < 15; i++) {
+        for (int i = 0; i < n_cases; i++) {
             const int *c = cases[i];
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
