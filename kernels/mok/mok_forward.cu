@@ -16,16 +16,40 @@ static_assert(MOK_TILE_M == MOK_BM && MOK_TILE_N == MOK_BN && MOK_BLOCK_THREADS 
  * Schedule
  * ---------------------------------------------------------------------------------------------- */
 
-__global__ void mok_schedule_kernel(int *mt_start, int *total_mt, const int *eo, int e0, int El, int tile_m) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    int mt = 0;
-    for (int el = 0; el < El; el++) {
-        mt_start[el] = mt;
-        const int cnt = eo[e0 + el + 1] - eo[e0 + el];
-        mt += (cnt + tile_m - 1) / tile_m;
+constexpr int kScheduleThreads = 256;
+
+/* M tiles per local expert, scanned by one block: each thread sums the tiles of a run of experts,
+ * the runs are scanned across warps, then each thread writes its experts' starts (integer sums, so
+ * any order gives the same result; one load latency instead of El dependent ones). */
+__global__ void __launch_bounds__(kScheduleThreads)
+    mok_schedule_kernel(int *mt_start, int *total_mt, const int *eo, int e0, int El, int tile_m) {
+    __shared__ int warp_tiles[kScheduleThreads / 32];
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int per = (El + kScheduleThreads - 1) / kScheduleThreads;
+    const int lo = t * per < El ? t * per : El, hi = lo + per < El ? lo + per : El;
+    auto tiles = [&](int el) { return (eo[e0 + el + 1] - eo[e0 + el] + tile_m - 1) / tile_m; };
+    int own = 0;
+    for (int el = lo; el < hi; el++) own += tiles(el);
+    int upto = own; /* inclusive scan over the warp */
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, upto, o);
+        if (lane >= o) upto += v;
     }
-    mt_start[El] = mt;
-    *total_mt = mt;
+    if (lane == 31) warp_tiles[warp] = upto;
+    __syncthreads();
+    int mt = upto - own, total = 0;
+    for (int w = 0; w < kScheduleThreads / 32; w++) {
+        mt += w < warp ? warp_tiles[w] : 0;
+        total += warp_tiles[w];
+    }
+    for (int el = lo; el < hi; el++) {
+        mt_start[el] = mt;
+        mt += tiles(el);
+    }
+    if (t == 0) {
+        mt_start[El] = total;
+        *total_mt = total;
+    }
 }
 
 extern "C" int mok_mt_max(long R_max, int El) { return (int)((R_max + MOK_TILE_M - 1) / MOK_TILE_M) + El; }
@@ -34,7 +58,7 @@ extern "C" int mok_tile_m(int tile) { return tile == MOK_TILE_WGMMA ? 2 * MOK_TI
 
 extern "C" void mok_schedule(int *mt_start, int *total_mt, const int *expert_offset_all, int e0, int El, int tile_m,
                              cudaStream_t stream) {
-    mok_schedule_kernel<<<1, 32, 0, stream>>>(mt_start, total_mt, expert_offset_all, e0, El, tile_m);
+    mok_schedule_kernel<<<1, kScheduleThreads, 0, stream>>>(mt_start, total_mt, expert_offset_all, e0, El, tile_m);
     cudaCheckLaunch();
 }
 

@@ -12,6 +12,7 @@
  * N = 1 and N = 1000, token and row counts that are not multiples of 64 or 128, shared experts on
  * and off, x given as bf16 or rounded by the layer. test_mok_narrow_widths: C and I multiples of 8
  * but not of 64, for the tiles that take them; skipped (visibly) while moe_mok_supported says no.
+ * test_mok_schedule: the M-tile schedule kernel against a serial loop.
  * The watchdog: a child process (this test binary re-executed with a filter and an environment
  * switch, since a trap kills the CUDA context) runs a forward whose dispatch blocks skip their
  * work with a 1 s budget; the parent checks that the child exits non-zero within the time limit
@@ -440,6 +441,44 @@ static void test_mok_narrow_widths(void) {
     if (strlen(skipped) > intro) test_skip(skipped);
 }
 
+/* ---------- the schedule ---------- */
+
+/* mok_schedule against a serial loop, on random segment sizes (empty ones included) for expert
+ * counts around one block's threads and past them, at an offset e0 into the EP group's experts. */
+static void test_mok_schedule(void) {
+    if (!gpu_test_begin()) return;
+    static const int els[] = {1, 7, 64, 255, 256, 257, 600, 1000};
+    gpu_rng_seed(21);
+    for (size_t c = 0; c < sizeof els / sizeof els[0]; c++) {
+        const int El = els[c], e0 = (int)(gpu_rng_next() % 5) * El, E = e0 + 2 * El, tile_m = c % 2 ? 128 : 256;
+        int *eo = mallocCheck((size_t)(E + 1) * sizeof(int)), *want = mallocCheck((size_t)(El + 1) * sizeof(int));
+        int *got = mallocCheck((size_t)(El + 2) * sizeof(int));
+        eo[0] = 0;
+        for (int e = 0; e < E; e++) eo[e + 1] = eo[e] + (gpu_rng_next() % 4 ? (int)(gpu_rng_next() % 600) : 0);
+        int mt = 0;
+        for (int el = 0; el < El; el++) {
+            want[el] = mt;
+            mt += (eo[e0 + el + 1] - eo[e0 + el] + tile_m - 1) / tile_m;
+        }
+        want[El] = mt;
+        int *eo_d = gpu_upload(eo, (size_t)(E + 1) * sizeof(int));
+        int *out_d = gpu_poisoned((size_t)(El + 2) * sizeof(int)); /* mt_start, then total_mt */
+        mok_schedule(out_d, out_d + El + 1, eo_d, e0, El, tile_m, 0);
+        gpu_download(got, out_d, (size_t)(El + 2) * sizeof(int));
+        long bad = 0, first = -1;
+        for (int el = 0; el <= El; el++)
+            if (got[el] != want[el] && bad++ == 0) first = el;
+        CHECK_MSG(bad == 0, "El=%d e0=%d tile_m=%d: %ld of %d tile starts differ (first [%ld]: %d, want %d)", El, e0,
+                  tile_m, bad, El + 1, first, first >= 0 ? got[first] : 0, first >= 0 ? want[first] : 0);
+        CHECK_MSG(got[El + 1] == mt, "El=%d: total_mt %d, want %d", El, got[El + 1], mt);
+        cudaCheck(cudaFree(eo_d));
+        cudaCheck(cudaFree(out_d));
+        free(eo);
+        free(want);
+        free(got);
+    }
+}
+
 /* ---------- the watchdog ---------- */
 
 #define WATCHDOG_ENV "MOKC_TEST_MOK_WATCHDOG_CHILD"
@@ -519,5 +558,5 @@ static void test_mok_watchdog(void) {
     if (mok_tile_supported(MOK_TILE_WGMMA, 64, 64, &why)) check_watchdog("backward", "role 4", "role 5");
 }
 
-TEST_SUITE(mok, TEST_CASE(test_mok_forward), TEST_CASE(test_mok_narrow_widths), TEST_CASE(test_mok_watchdog),
-           TEST_CASE(test_mok_watchdog_child));
+TEST_SUITE(mok, TEST_CASE(test_mok_schedule), TEST_CASE(test_mok_forward), TEST_CASE(test_mok_narrow_widths),
+           TEST_CASE(test_mok_watchdog), TEST_CASE(test_mok_watchdog_child));
