@@ -119,15 +119,16 @@ printf "%-16s %-11s %5ss  %s\n" "bench attn" "rc=$attn_rc" "$attn_s" \
   "$([ "$attn_rc" = skipped ] && echo "needs a GPU and no test filter" || grep '^flash vs cublas' "$out/bench-attn.log")"
 if [ "$bench_rc" != skipped ]; then
   echo
-  printf "%-20s %-8s %9s %11s %12s %18s\n" shape impl "fwd ms" "fwd+bwd ms" "fwd TFLOP/s" "dispatch GB/s/GPU"
+  printf "%-20s %-8s %9s %11s %12s %18s %15s\n" shape impl "fwd ms" "fwd+bwd ms" "fwd TFLOP/s" "dispatch GB/s/GPU" \
+    "graph fwd, f+b"
   for shape in $shapes; do grep '"bench": "moe",' "$out/bench-$shape.jsonl"; done | awk '
     function f(k,   v) {
       if (!match($0, "\"" k "\": [^,}]*")) return "-"
       v = substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4); gsub(/"/, "", v)
       return v == "null" ? "-" : v
     }
-    { printf "%-20s %-8s %9s %11s %12s %18s\n", f("shape"), f("impl"), f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"),
-             f("dispatch_gbs_per_gpu") }'
+    { printf "%-20s %-8s %9s %11s %12s %18s %15s\n", f("shape"), f("impl"), f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"),
+             f("dispatch_gbs_per_gpu"), f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
 fi
 
 if [ "$gemm_rc" != skipped ]; then

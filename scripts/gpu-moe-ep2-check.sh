@@ -4,7 +4,8 @@
 # experts, NCCL send/recv between them) and compares y, dx, the aux loss, the top-k picks and every
 # gradient with a single-rank run of the same global problem; the megakernel (mok, forward: NCCL
 # symmetric windows, one persistent kernel) is compared with the same run (y, top-k, aux loss,
-# bitwise run to run). On the small shapes (global forward <= 20 GFLOP) rank 0 also runs the CPU
+# bitwise run to run; its backward's second run is replayed from a CUDA graph and must give the
+# first run's bits). On the small shapes (global forward <= 20 GFLOP) rank 0 also runs the CPU
 # reference (float) of the whole problem and holds y of every implementation to it (rel err < 1e-2)
 # and the top-k picks equal. Shapes: E=8 with a shared expert, k = 2 and k = 1, skewed (first pick
 # on one expert; with k = 1 every token on it, so rank 1 receives no rows), E=128 k=8 (full width

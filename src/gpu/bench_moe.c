@@ -36,12 +36,14 @@ static const char *bench_help =
     "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
     "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch; with mok (or all)\n"
     "it also compares the megakernel's forward (y, top-k, aux loss) and, with the wgmma tile, its\n"
-    "backward (dx, every gradient, bitwise run to run) at EP = world with that run. When\n"
+    "backward (dx, every gradient; a second run, replayed from a CUDA graph, bitwise equal) at\n"
+    "EP = world with that run. When\n"
     "the global forward is at most 20 GFLOP, rank 0 also runs the CPU reference (float) of it and holds\n"
     "y of every implementation to it (rel err < 1e-2) and the top-k picks equal.\n"
     "mok times the forward, forward + backward (wgmma tile) and the dispatch alone (GB/s per GPU,\n"
-    "rows pulled including this rank's own); --comm-blocks: its dispatch blocks. Timed backwards write\n"
-    "the routed experts' gradients, as the first micro-batch of a training step does.\n"
+    "rows pulled including this rank's own), then forward and forward + backward again replayed from\n"
+    "CUDA graphs (fwd_graph_ms, fwdbwd_graph_ms); --comm-blocks: its dispatch blocks. Timed\n"
+    "backwards write the routed experts' gradients, as the first micro-batch of a training step does.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
@@ -286,45 +288,93 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
     cudaCheck(cudaEventDestroy(e1));
 }
 
-/* The megakernel: the forward as training runs it (its state kept in a MoeMokSaved; a forward-only
- * call stores less), the dispatch alone, and (wgmma tile: the backward exists) forward + backward;
- * *fb_ms < 0 where there is no backward. Then,
- * apart from the timed runs (the marks synchronise), the mean ms of each phase (moe_mok.h), the
- * slowest rank's, into phase_ms (zeros where there is no backward). */
-static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cudaStream_t s, double *fwd_ms,
-                     double *disp_ms, double *fb_ms, long *rows, double *phase_ms) {
-    MoeGpuWeights w = layer_weights(L);
+/* What time_mok times, each iteration between two events: the forward as training runs it (its
+ * state kept in a MoeMokSaved; a forward-only call stores less), the dispatch alone, forward +
+ * backward, and the forward and forward + backward replayed from CUDA graphs (the same calls
+ * captured once: no host launches inside the step). */
+enum { MOK_T_FWD, MOK_T_DISPATCH, MOK_T_FWDBWD, MOK_T_FWD_GRAPH, MOK_T_FWDBWD_GRAPH, MOK_T_COUNT };
+
+typedef struct {
+    Layer *L;
+    MoeMok *m;
+    MoeMokSaved *sv;
+    MoeGpuWeights w;
+    MoeGpuGrads g;
+    double daux;
+    cudaStream_t s;
+} MokStep;
+
+static void mok_step(const MokStep *t, int backward) {
+    Layer *L = t->L;
+    moe_mok_forward(L->y, t->m, t->sv, L->x, L->x_bf16, &t->w, L->bias, L->N, t->s);
+    if (backward) moe_mok_backward(L->dx, &t->g, L->dy, t->daux, t->sv, t->m, L->x, L->x_bf16, &t->w, L->N, t->s);
+}
+
+/* Ends the capture begun on s (global mode: any call that cannot be captured fails it) and
+ * returns what it captured, ready to launch. */
+static cudaGraphExec_t capture_end(cudaStream_t s) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaCheck(cudaStreamEndCapture(s, &graph));
+    cudaCheck(cudaGraphInstantiate(&exec, graph, 0));
+    cudaCheck(cudaGraphDestroy(graph));
+    return exec;
+}
+
+static cudaGraphExec_t mok_capture(const MokStep *t, int backward) {
+    cudaCheck(cudaStreamBeginCapture(t->s, cudaStreamCaptureModeGlobal));
+    mok_step(t, backward);
+    return capture_end(t->s);
+}
+
+/* ms[MOK_T_*]: the median over iterations of the slowest rank's time; -1 for the backward's where
+ * there is none (the mma.sync tiles). Then, apart from the timed runs (the marks synchronise), the
+ * mean ms of each phase (moe_mok.h), the slowest rank's, into phase_ms (zeros where there is no
+ * backward). */
+static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cudaStream_t s, double ms[MOK_T_COUNT],
+                     long *rows, double *phase_ms) {
     const int S = L->d.n_shared > 0, with_bwd = m->tile == MOK_TILE_WGMMA;
-    MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], S ? L->g[T_SGATE] : NULL,
-                     S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL, BENCH_OVERWRITE_EXPERTS};
     MoeMokSaved sv;
     moe_mok_saved_create(&sv, &L->d, L->N, 0);
+    const MokStep t = {L, m, &sv, layer_weights(L),
+                       (MoeGpuGrads){L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN],
+                                     S ? L->g[T_SGATE] : NULL, S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL,
+                                     BENCH_OVERWRITE_EXPERTS},
+                       daux, s};
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    moe_mok_forward(L->y, m, NULL, L->x, L->x_bf16, &w, L->bias, L->N, s);
+    moe_mok_forward(L->y, m, NULL, L->x, L->x_bf16, &t.w, L->bias, L->N, s);
     moe_mok_sync(m, s); /* a watchdog record surfaces here */
-    double *t[3];
-    for (int pass = 0; pass < 3; pass++) {
-        t[pass] = callocCheck((size_t)args->iters, sizeof(double));
-        if (pass == 2 && !with_bwd) break;
+    double *tm[MOK_T_COUNT];
+    for (int i = 0; i < MOK_T_COUNT; i++) tm[i] = callocCheck((size_t)args->iters, sizeof(double));
+    /* A graph's replays alternate with the eager calls, which goes first by turns: the GPU's clocks
+     * under its power limit depend on what ran before, so both see the same history. */
+    for (int pass = MOK_T_FWD; pass <= MOK_T_FWDBWD; pass++) {
+        const int backward = pass == MOK_T_FWDBWD;
+        if (backward && !with_bwd) continue;
+        cudaGraphExec_t graph = pass == MOK_T_DISPATCH ? NULL : mok_capture(&t, backward);
         for (int it = -args->warmup; it < args->iters; it++) {
-            mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
-            cudaCheck(cudaEventRecord(e0, s));
-            if (pass == 0) {
-                moe_mok_forward(L->y, m, &sv, L->x, L->x_bf16, &w, L->bias, L->N, s);
-            } else if (pass == 1) {
-                moe_mok_dispatch_only(m, s);
-            } else {
-                moe_mok_forward(L->y, m, &sv, L->x, L->x_bf16, &w, L->bias, L->N, s);
-                moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, L->x_bf16, &w, L->N, s);
+            for (int j = 0; j < (graph ? 2 : 1); j++) {
+                const int replay = graph && ((it + j) & 1);
+                mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+                cudaCheck(cudaEventRecord(e0, s));
+                if (pass == MOK_T_DISPATCH) moe_mok_dispatch_only(m, s);
+                else if (replay) cudaCheck(cudaGraphLaunch(graph, s));
+                else mok_step(&t, backward);
+                cudaCheck(cudaEventRecord(e1, s));
+                moe_mok_sync(m, s);
+                float e = 0;
+                cudaCheck(cudaEventElapsedTime(&e, e0, e1));
+                if (it >= 0) tm[replay ? (backward ? MOK_T_FWDBWD_GRAPH : MOK_T_FWD_GRAPH) : pass][it] = e;
             }
-            cudaCheck(cudaEventRecord(e1, s));
-            moe_mok_sync(m, s);
-            float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
-            if (it >= 0) t[pass][it] = ms;
         }
+        if (graph) cudaCheck(cudaGraphExecDestroy(graph));
+    }
+    for (int i = 0; i < MOK_T_COUNT; i++) {
+        const int backward = i == MOK_T_FWDBWD || i == MOK_T_FWDBWD_GRAPH;
+        ms[i] = backward && !with_bwd ? -1.0 : median_of_max(tm[i], args->iters);
+        free(tm[i]);
     }
     double sum[MOK_PH_COUNT] = {0};
     int calls[2] = {0, 0};
@@ -332,8 +382,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
         moe_mok_set_phases(m, 1);
         for (int it = 0; it < args->iters; it++) {
             mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
-            moe_mok_forward(L->y, m, &sv, L->x, L->x_bf16, &w, L->bias, L->N, s);
-            moe_mok_backward(L->dx, &g, L->dy, daux, &sv, m, L->x, L->x_bf16, &w, L->N, s);
+            mok_step(&t, 1);
             moe_mok_phases_collect(m, sum, calls);
         }
         moe_mok_set_phases(m, 0);
@@ -345,10 +394,6 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     }
     mpiCheck(MPI_Allreduce(sum, phase_ms, MOK_PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     *rows = moe_mok_rows_in(m, s);
-    *fwd_ms = median_of_max(t[0], args->iters);
-    *disp_ms = median_of_max(t[1], args->iters);
-    *fb_ms = with_bwd ? median_of_max(t[2], args->iters) : -1.0;
-    for (int pass = 0; pass < 3; pass++) free(t[pass]);
     moe_mok_saved_destroy(&sv);
     cudaCheck(cudaEventDestroy(e0));
     cudaCheck(cudaEventDestroy(e1));
@@ -491,8 +536,8 @@ static void grad_errors(double *e_dx, double *e_g, const Layer *one, const Layer
 }
 
 /* The megakernel's backward at EP = world (after a forward that keeps its state), twice from zeroed
- * gradients: err[0] dx, err[1 + t] each gradient against the single-rank run; 1e30 where the two
- * runs differ in any bit. */
+ * gradients, the second time forward and backward replayed from a CUDA graph: err[0] dx, err[1 + t]
+ * each gradient against the single-rank run; 1e30 where the two runs differ in any bit. */
 static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const Layer *ep, double daux, int rank,
                                 int world, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(ep);
@@ -511,9 +556,13 @@ static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const 
         const int S = ep->d.n_shared > 0;
         MoeGpuGrads gg = {g[r][T_ROUTER], g[r][T_GATE], g[r][T_UP], g[r][T_DOWN], S ? g[r][T_SGATE] : NULL,
                           S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL, 0};
+        if (r == 1) cudaCheck(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         moe_mok_forward(y, m, &sv, ep->x, NULL, &w, ep->bias, ep->N, s);
         moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, NULL, &w, ep->N, s);
+        cudaGraphExec_t graph = r == 1 ? capture_end(s) : NULL;
+        if (graph) cudaCheck(cudaGraphLaunch(graph, s));
         moe_mok_sync(m, s);
+        if (graph) cudaCheck(cudaGraphExecDestroy(graph));
     }
     grad_errors(&err[0], &err[1], one, ep, dx[0], g[0], rank, world);
     float *a = fetch(dx[0], nx), *b = fetch(dx[1], nx);
@@ -648,8 +697,8 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
             const int ok = mok_bwd[i] < mtol;
             fail |= !ok;
             if (rank == 0)
-                printf("  mok d%-19s %9.2e  %s (rel err vs unfused 1 rank, tolerance %g; 1e30: not bitwise run to "
-                       "run)\n",
+                printf("  mok d%-19s %9.2e  %s (rel err vs unfused 1 rank, tolerance %g; 1e30: a CUDA graph's "
+                       "replay not bitwise equal to the eager run)\n",
                        i == 0 ? "x" : tensor_names[i - 1], mok_bwd[i], ok ? "ok" : "FAIL", mtol);
         }
     }
@@ -764,7 +813,7 @@ int cmd_bench(int argc, char **argv) {
                    "mok layer (symmetric window included) %.1f MiB\n",
                    L.weight_bytes / 1048576.0, acts_mib, work_mib, mok_mib);
         const double flops = 2.0 * N * d.k * 3.0 * d.C * d.I;
-        double fwd = 0, fb = 0, mfwd = 0, mdisp = 0, mfb = -1, gbs = 0;
+        double fwd = 0, fb = 0, mt[MOK_T_COUNT] = {0}, gbs = 0;
         double phase_ms[MOK_PH_COUNT] = {0};
         int mok_ran = 0, n_comm = 0;
         if (do_unfused) {
@@ -783,26 +832,32 @@ int cmd_bench(int argc, char **argv) {
             moe_mok_create(&m, &d, N, &comms, args.comm_blocks, 1);
             n_comm = m.n_comm;
             long rows = 0;
-            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, &mfwd, &mdisp, &mfb, &rows, phase_ms);
+            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, mt, &rows, phase_ms);
             /* per GPU: the bytes this owner pulled (its own rows included), slowest rank's time */
-            gbs = (double)rows * d.C * 2.0 / (mdisp * 1e-3) / 1e9;
+            gbs = (double)rows * d.C * 2.0 / (mt[MOK_T_DISPATCH] * 1e-3) / 1e9;
             double g = gbs;
             mpiCheck(MPI_Allreduce(&g, &gbs, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
             moe_mok_destroy(&m);
             mok_ran = 1;
             if (dist.rank == 0) {
-                char fb_ms[32] = "null", fb_tf[32] = "null";
-                if (mfb > 0) {
-                    snprintf(fb_ms, sizeof fb_ms, "%.4f", mfb);
-                    snprintf(fb_tf, sizeof fb_tf, "%.2f", 3.0 * flops / (mfb * 1e-3) / 1e12);
+                /* "null" where there is no backward */
+                char ms_s[MOK_T_COUNT][32], tf_s[MOK_T_COUNT][32];
+                for (int i = 0; i < MOK_T_COUNT; i++) {
+                    const double fl = i == MOK_T_FWDBWD || i == MOK_T_FWDBWD_GRAPH ? 3.0 * flops : flops;
+                    snprintf(ms_s[i], sizeof ms_s[i], mt[i] > 0 ? "%.4f" : "null", mt[i]);
+                    snprintf(tf_s[i], sizeof tf_s[i], mt[i] > 0 ? "%.2f" : "null", fl / (mt[i] * 1e-3) / 1e12);
                 }
                 printf("{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                        "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"comm_blocks\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %s, \"fwd_tflops\": %.2f, "
-                       "\"fwdbwd_tflops\": %s, \"dispatch_ms\": %.4f, \"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
-                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, mfwd, fb_ms,
-                       flops / (mfwd * 1e-3) / 1e12, fb_tf, mdisp, gbs, mok_mib);
-                if (mfb > 0) {
+                       "\"comm_blocks\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, \"fwd_tflops\": %s, "
+                       "\"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
+                       "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
+                       "\"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
+                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm,
+                       ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
+                       ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH], tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH],
+                       gbs, mok_mib);
+                if (mt[MOK_T_FWDBWD] > 0) {
                     printf("{\"bench\": \"moe_phases\", \"impl\": \"mok\", \"shape\": \"%s\", \"ep\": %d, "
                            "\"tokens_per_gpu\": %d, \"iters\": %d", shape, dist.ep, N, args.iters);
                     for (int i = 0; i < MOK_PH_COUNT; i++) printf(", \"%s_ms\": %.4f", mok_phase_names[i], phase_ms[i]);
@@ -816,11 +871,16 @@ int cmd_bench(int argc, char **argv) {
             if (do_unfused)
                 printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f\n", "unfused", dist.ep, N, fwd,
                        flops / (fwd * 1e-3) / 1e12, fb, 3.0 * flops / (fb * 1e-3) / 1e12);
-            if (mok_ran)
-                printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f   (%d comm blocks; dispatch alone %.3f ms, %.0f GB/s "
-                       "per GPU)\n",
-                       "mok", dist.ep, N, mfwd, flops / (mfwd * 1e-3) / 1e12, mfb, mfb > 0 ? 3.0 * flops / (mfb * 1e-3) / 1e12 : 0.0,
-                       n_comm, mdisp, gbs);
+            for (int graph = 0; mok_ran && graph < 2; graph++) {
+                const double f = mt[graph ? MOK_T_FWD_GRAPH : MOK_T_FWD];
+                const double b = mt[graph ? MOK_T_FWDBWD_GRAPH : MOK_T_FWDBWD];
+                printf("%-10s %4d %11d %9.3f %12.1f %11.3f %16.1f", graph ? "mok graph" : "mok", dist.ep, N, f,
+                       flops / (f * 1e-3) / 1e12, b, b > 0 ? 3.0 * flops / (b * 1e-3) / 1e12 : 0.0);
+                if (graph) printf("   (the same calls replayed from CUDA graphs)\n");
+                else
+                    printf("   (%d comm blocks; dispatch alone %.3f ms, %.0f GB/s per GPU)\n", n_comm,
+                           mt[MOK_T_DISPATCH], gbs);
+            }
             fflush(stdout);
         }
         layer_destroy(&L);

@@ -12,7 +12,9 @@
  * N = 1 and N = 1000, token and row counts that are not multiples of 64 or 128, shared experts on
  * and off, x given as bf16 or rounded by the layer. test_mok_narrow_widths: C and I multiples of 8
  * but not of 64, for the tiles that take them; skipped (visibly) while moe_mok_supported says no.
- * test_mok_schedule: the M-tile schedule kernel against a serial loop.
+ * test_mok_schedule: the M-tile schedule kernel against a serial loop. test_mok_graph: forward and
+ * backward captured as one CUDA graph (global capture mode), replayed twice, bitwise equal to the
+ * eager run, host copies of the counts and aux loss included.
  * The watchdog: a child process (this test binary re-executed with a filter and an environment
  * switch, since a trap kills the CUDA context) runs a forward whose dispatch blocks skip their
  * work with a 1 s budget; the parent checks that the child exits non-zero within the time limit
@@ -441,6 +443,129 @@ static void test_mok_narrow_widths(void) {
     if (strlen(skipped) > intro) test_skip(skipped);
 }
 
+/* ---------- CUDA graphs ---------- */
+
+typedef struct {
+    const Problem *P;
+    MoeMok *m;
+    MoeMokSaved *sv;
+    const float *dy;
+    float *y;
+    Grads *G;
+    int N, backward;
+    cudaStream_t stream;
+} Step;
+
+/* The outputs zeroed (dx and the gradients are added into) and y poisoned, outside any graph. */
+static void step_reset(const Step *t, const Shape *s) {
+    cudaCheck(cudaMemsetAsync(t->y, 0xff, (size_t)t->N * s->C * sizeof(float), t->stream));
+    cudaCheck(cudaMemsetAsync(t->G->dx, 0, (size_t)t->N * s->C * sizeof(float), t->stream));
+    for (int g = 0; g < G_COUNT; g++) cudaCheck(cudaMemsetAsync(t->G->g[g], 0, t->G->n[g] * sizeof(float), t->stream));
+}
+
+static void step_run(const Step *t, const Shape *s) {
+    const Problem *P = t->P;
+    const MoeGpuGrads g = grads_view(t->G, s->S > 0);
+    moe_mok_forward(t->y, t->m, t->sv, P->x, P->xb, &P->w, P->bias, t->N, t->stream);
+    if (t->backward) moe_mok_backward(t->G->dx, &g, t->dy, 0.01, t->sv, t->m, P->x, P->xb, &P->w, t->N, t->stream);
+}
+
+/* Bitwise equality of n device floats with a host copy. */
+static void check_bits(const Shape *s, const char *what, int replay, const float *dev, const float *want, long n) {
+    if (n == 0) return;
+    float *got = mallocCheck((size_t)n * sizeof(float));
+    gpu_download(got, dev, (size_t)n * sizeof(float));
+    long bad = 0, first = -1;
+    for (long i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) && bad++ == 0) first = i;
+    CHECK_MSG(bad == 0,
+              "[%s] graph replay %d: %s: %ld of %ld values differ from the eager run (first [%ld]: %.9g vs %.9g)", s->label,
+              replay, what, bad, n, first, first >= 0 ? got[first] : 0.0f, first >= 0 ? want[first] : 0.0f);
+    free(got);
+}
+
+/* The layer's forward (and backward, wgmma tile) captured as one CUDA graph on a stream of its own,
+ * in global capture mode (a synchronising or otherwise uncapturable call anywhere fails it), then
+ * replayed twice: y, dx, every gradient and the host copies of the counts and aux loss bitwise equal
+ * to those of the same calls run eagerly on that stream. */
+static void run_graph(const Shape *s) {
+    Problem P;
+    problem_create(&P, s); /* equality with the eager run needs no routing margin */
+    const int N = s->N;
+    const long ny = (long)N * s->C;
+    const char *why = NULL;
+    Step t = {&P, NULL, NULL, NULL, NULL, NULL, N, mok_tile_supported(MOK_TILE_WGMMA, s->C, s->I, &why), 0};
+    cudaCheck(cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking));
+    MoeMok m;
+    moe_mok_create(&m, &P.d, N, NULL, 0, 1);
+    MoeMokSaved sv;
+    moe_mok_saved_create(&sv, &P.d, N, 0);
+    t.m = &m, t.sv = &sv;
+    float *dy_h = gpu_rand_array(ny, 1.0f, 0);
+    t.dy = gpu_upload(dy_h, (size_t)ny * sizeof(float));
+    free(dy_h);
+    t.y = gpu_poisoned((size_t)ny * sizeof(float));
+    Grads G;
+    grads_create(&G, s);
+    t.G = &G;
+
+    /* eagerly: the reference, and the warm-up (kernel attributes, cuBLAS's workspace) */
+    step_reset(&t, s);
+    step_run(&t, s);
+    moe_mok_sync(&m, t.stream);
+    float *want[G_COUNT + 2];
+    const long n_want[G_COUNT + 2] = {ny, ny, G.n[0], G.n[1], G.n[2], G.n[3], G.n[4], G.n[5], G.n[6]};
+    const float *dev[G_COUNT + 2] = {t.y, G.dx, G.g[0], G.g[1], G.g[2], G.g[3], G.g[4], G.g[5], G.g[6]};
+    static const char *const names[G_COUNT + 2] = {"y", "dx", "g router", "g w_gate", "g w_up", "g w_down",
+                                                   "g shared_gate", "g shared_up", "g shared_down"};
+    const int n_out = t.backward ? G_COUNT + 2 : 1;
+    for (int i = 0; i < n_out; i++) {
+        want[i] = mallocCheck((size_t)(n_want[i] ? n_want[i] : 1) * sizeof(float));
+        gpu_download(want[i], dev[i], (size_t)n_want[i] * sizeof(float));
+    }
+    int *counts = mallocCheck((size_t)s->E * sizeof(int));
+    memcpy(counts, sv.h_counts, (size_t)s->E * sizeof(int));
+    const double aux = sv.h_aux[0];
+
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaCheck(cudaStreamBeginCapture(t.stream, cudaStreamCaptureModeGlobal));
+    step_run(&t, s);
+    const cudaError_t captured = cudaStreamEndCapture(t.stream, &graph);
+    CHECK_MSG(captured == cudaSuccess, "[%s] capturing the layer failed: %s", s->label, cudaGetErrorString(captured));
+    if (captured == cudaSuccess) cudaCheck(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 1; exec && replay <= 2; replay++) {
+        memset(sv.h_counts, 0xff, (size_t)s->E * sizeof(int));
+        sv.h_aux[0] = -1.0;
+        step_reset(&t, s);
+        cudaCheck(cudaGraphLaunch(exec, t.stream));
+        moe_mok_sync(&m, t.stream);
+        for (int i = 0; i < n_out; i++) check_bits(s, names[i], replay, dev[i], want[i], n_want[i]);
+        CHECK_MSG(!memcmp(sv.h_counts, counts, (size_t)s->E * sizeof(int)),
+                  "[%s] graph replay %d: the host copy of the expert counts differs from the eager run's", s->label,
+                  replay);
+        CHECK_MSG(sv.h_aux[0] == aux, "[%s] graph replay %d: aux loss %.17g, eager %.17g", s->label, replay,
+                  sv.h_aux[0], aux);
+    }
+    if (exec) cudaCheck(cudaGraphExecDestroy(exec));
+    if (graph) cudaCheck(cudaGraphDestroy(graph));
+    for (int i = 0; i < n_out; i++) free(want[i]);
+    free(counts);
+    grads_destroy(&G);
+    cudaCheck(cudaFree(t.y));
+    cudaCheck(cudaFree((void *)t.dy));
+    moe_mok_saved_destroy(&sv);
+    moe_mok_destroy(&m);
+    cudaCheck(cudaStreamDestroy(t.stream));
+    problem_destroy(&P);
+}
+
+static void test_mok_graph(void) {
+    if (!gpu_test_begin()) return;
+    run_graph(&shapes[0]); /* shared experts, 37 tokens */
+    run_graph(&shapes[7]); /* 1000 tokens, E = 32, k = 4 */
+}
+
 /* ---------- the schedule ---------- */
 
 /* mok_schedule against a serial loop, on random segment sizes (empty ones included) for expert
@@ -559,4 +684,4 @@ static void test_mok_watchdog(void) {
 }
 
 TEST_SUITE(mok, TEST_CASE(test_mok_schedule), TEST_CASE(test_mok_forward), TEST_CASE(test_mok_narrow_widths),
-           TEST_CASE(test_mok_watchdog), TEST_CASE(test_mok_watchdog_child));
+           TEST_CASE(test_mok_graph), TEST_CASE(test_mok_watchdog), TEST_CASE(test_mok_watchdog_child));
