@@ -41,8 +41,10 @@ static const char *bench_help =
     "the global forward is at most 20 GFLOP, rank 0 also runs the CPU reference (float) of it and holds\n"
     "y of every implementation to it (rel err < 1e-2) and the top-k picks equal.\n"
     "mok times the forward, forward + backward (wgmma tile) and the dispatch alone (GB/s per GPU,\n"
-    "rows pulled including this rank's own), then forward and forward + backward again replayed from\n"
-    "CUDA graphs (fwd_graph_ms, fwdbwd_graph_ms); --comm-blocks: its dispatch blocks. Timed\n"
+    "rows pulled including this rank's own), forward and forward + backward also replayed from CUDA\n"
+    "graphs, alternating with the eager calls (fwd_graph_ms, fwdbwd_graph_ms), and reports the share\n"
+    "of its GEMM rows that pad the experts' rows to whole M tiles (pad_share); --comm-blocks: its\n"
+    "dispatch blocks. Timed\n"
     "backwards write the routed experts' gradients, as the first micro-batch of a training step does.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
@@ -332,7 +334,7 @@ static cudaGraphExec_t mok_capture(const MokStep *t, int backward) {
  * mean ms of each phase (moe_mok.h), the slowest rank's, into phase_ms (zeros where there is no
  * backward). */
 static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cudaStream_t s, double ms[MOK_T_COUNT],
-                     long *rows, double *phase_ms) {
+                     long *rows, long *rows_computed, double *phase_ms) {
     const int S = L->d.n_shared > 0, with_bwd = m->tile == MOK_TILE_WGMMA;
     MoeMokSaved sv;
     moe_mok_saved_create(&sv, &L->d, L->N, 0);
@@ -348,11 +350,15 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     moe_mok_sync(m, s); /* a watchdog record surfaces here */
     double *tm[MOK_T_COUNT];
     for (int i = 0; i < MOK_T_COUNT; i++) tm[i] = callocCheck((size_t)args->iters, sizeof(double));
-    /* A graph's replays alternate with the eager calls, which goes first by turns: the GPU's clocks
+    /* A graph's replays alternate with the eager calls, each going first in turn: the GPU's clocks
      * under its power limit depend on what ran before, so both see the same history. */
     for (int pass = MOK_T_FWD; pass <= MOK_T_FWDBWD; pass++) {
         const int backward = pass == MOK_T_FWDBWD;
         if (backward && !with_bwd) continue;
+        if (backward) { /* the backward's first call sets kernel attributes and cuBLAS up: not while capturing */
+            mok_step(&t, 1);
+            moe_mok_sync(m, s);
+        }
         cudaGraphExec_t graph = pass == MOK_T_DISPATCH ? NULL : mok_capture(&t, backward);
         for (int it = -args->warmup; it < args->iters; it++) {
             for (int j = 0; j < (graph ? 2 : 1); j++) {
@@ -393,7 +399,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
         if (n > 0) sum[i] /= n;
     }
     mpiCheck(MPI_Allreduce(sum, phase_ms, MOK_PH_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    *rows = moe_mok_rows_in(m, s);
+    moe_mok_rows(m, s, rows, rows_computed);
     moe_mok_saved_destroy(&sv);
     cudaCheck(cudaEventDestroy(e0));
     cudaCheck(cudaEventDestroy(e1));
@@ -831,12 +837,16 @@ int cmd_bench(int argc, char **argv) {
             MoeMok m;
             moe_mok_create(&m, &d, N, &comms, args.comm_blocks, 1);
             n_comm = m.n_comm;
-            long rows = 0;
-            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, mt, &rows, phase_ms);
+            long rows = 0, computed = 0;
+            time_mok(&L, &m, &args, cfg.moe.router_aux_loss_coef, s, mt, &rows, &computed, phase_ms);
             /* per GPU: the bytes this owner pulled (its own rows included), slowest rank's time */
             gbs = (double)rows * d.C * 2.0 / (mt[MOK_T_DISPATCH] * 1e-3) / 1e9;
             double g = gbs;
             mpiCheck(MPI_Allreduce(&g, &gbs, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+            /* the share of the GEMM rows computed (whole or half M tiles) that pad the rows received */
+            long both[2] = {rows, computed};
+            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+            const double pad = both[1] > 0 ? 1.0 - (double)both[0] / both[1] : 0.0;
             moe_mok_destroy(&m);
             mok_ran = 1;
             if (dist.rank == 0) {
@@ -852,11 +862,11 @@ int cmd_bench(int argc, char **argv) {
                        "\"comm_blocks\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, \"fwd_tflops\": %s, "
                        "\"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
                        "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
-                       "\"dispatch_gbs_per_gpu\": %.1f, \"mok_mib\": %.1f}\n",
+                       "\"dispatch_gbs_per_gpu\": %.1f, \"pad_share\": %.4f, \"mok_mib\": %.1f}\n",
                        shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm,
                        ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
                        ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH], tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH],
-                       gbs, mok_mib);
+                       gbs, pad, mok_mib);
                 if (mt[MOK_T_FWDBWD] > 0) {
                     printf("{\"bench\": \"moe_phases\", \"impl\": \"mok\", \"shape\": \"%s\", \"ep\": %d, "
                            "\"tokens_per_gpu\": %d, \"iters\": %d", shape, dist.ep, N, args.iters);

@@ -11,10 +11,12 @@
  * per-iteration max over ranks, median of --iters (>= 1; default 20) after --warmup (default 5).
  * Prints one JSON line per implementation (bench, impl, shape, E, H, I, k, shared, ep, world,
  * tokens_per_gpu, iters, fwd_ms, fwdbwd_ms, fwd_tflops; unfused: fwdbwd_tflops, acts_mib,
- * work_mib; mok: comm_blocks, dispatch_ms and dispatch_gbs_per_gpu (the persistent kernel with idle
- * compute blocks: rows pulled, this rank's own included, times H * 2 bytes over the slowest rank's
- * median, the lowest over ranks), mok_mib; fwdbwd_ms null: its backward is the unfused one) and a
- * table.
+ * work_mib; mok: comm_blocks, fwd_graph_ms, fwdbwd_graph_ms and their TFLOP/s (the same calls
+ * replayed from CUDA graphs, alternating with the eager ones), dispatch_ms and dispatch_gbs_per_gpu
+ * (the persistent kernel with idle compute blocks: rows pulled, this rank's own included, times H * 2
+ * bytes over the slowest rank's median, the lowest over ranks), pad_share (of the GEMM rows the
+ * tiles computed over all ranks, those past the rows received), mok_mib; the backward's figures null
+ * where it is the unfused one) and a table.
  * FLOPs per GPU (DESIGN.md): 2*T*k*3*H*I forward, x3 for forward + backward (routed experts only).
  * EP is every rank (one EP group) unless --ep; tokens per GPU = train.micro_batch * train.seq_len
  * unless --tokens.

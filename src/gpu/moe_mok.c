@@ -659,12 +659,18 @@ void moe_mok_dispatch_only(MoeMok *m, cudaStream_t stream) {
     mok_forward_launch(&p, m->grid, stream);
 }
 
-long moe_mok_rows_in(MoeMok *m, cudaStream_t stream) {
+void moe_mok_rows(MoeMok *m, cudaStream_t stream, long *rows_in, long *rows_computed) {
     moe_mok_sync(m, stream);
-    if (m->N < 0) return 0;
-    const int e0 = m->d.ep_rank * m->El;
-    int eo[2];
-    cudaCheck(cudaMemcpy(&eo[0], m->st.eo_all + e0, sizeof(int), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(&eo[1], m->st.eo_all + e0 + m->El, sizeof(int), cudaMemcpyDeviceToHost));
-    return (long)eo[1] - eo[0];
+    *rows_in = *rows_computed = 0;
+    if (m->N < 0) return;
+    const MokFwdParams *p = &m->last; /* the last forward's state, wherever it was kept */
+    const int El = p->El, tile_m = p->tile_m;
+    int *eo = mallocCheck((size_t)(El + 1) * sizeof(int));
+    cudaCheck(cudaMemcpy(eo, p->expert_offset_all + p->e0, (size_t)(El + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+    *rows_in = (long)eo[El] - eo[0];
+    /* the wgmma tile computes a tile of at most 64 rows as half a tile (consumer 0 alone) */
+    const int least = p->tile == MOK_TILE_WGMMA ? tile_m / 2 : tile_m;
+    for (int el = 0; el < El; el++)
+        for (int left = eo[el + 1] - eo[el]; left > 0; left -= tile_m) *rows_computed += left <= least ? least : tile_m;
+    free(eo);
 }

@@ -187,7 +187,9 @@ void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);
 /* y (N, C) fp32 = MoE(x), overwritten; x (N, C) fp32 for the router, x_bf16 the same rounded or
  * NULL; expert_bias (E) or NULL. sv: where to keep the state for moe_mok_backward (NULL: a
  * forward only, its routing and rows in the layer's own m->st, the gate/up pre-activations not
- * stored). Every EP rank calls it together with the same N. No host synchronisation.
+ * stored). Every EP rank calls it together with the same N. No host synchronisation: it can be
+ * captured in a CUDA graph (with phase timing off), which replays it with the pointers, N and sv it
+ * was captured with; so can moe_mok_backward (tests/gpu/test_mok.c: test_mok_graph).
  * After it: the state's topk, gates, counts, stat_counts and m->aux (device). */
 void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const bf16_t *x_bf16,
                      const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
@@ -233,8 +235,9 @@ void moe_mok_phases_collect(MoeMok *m, double *ms, int *n);
  * time went, per task kind. */
 void moe_mok_trace_print(MoeMok *m, cudaStream_t stream);
 
-/* Synchronises; rows this owner received in the last forward (local ones included). */
-long moe_mok_rows_in(MoeMok *m, cudaStream_t stream);
+/* Synchronises; rows this owner received in the last forward (local ones included), and the rows
+ * its GEMM tiles computed for them (each expert's rows padded to whole M tiles, or half tiles). */
+void moe_mok_rows(MoeMok *m, cudaStream_t stream, long *rows_in, long *rows_computed);
 
 /* Formats the watchdog record into buf; returns 1 if the kernel filled it. */
 int moe_mok_error_string(const MoeMok *m, char *buf, size_t len);
