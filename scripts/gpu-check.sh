@@ -127,8 +127,8 @@ if [ "$bench_rc" != skipped ]; then
       v = substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4); gsub(/"/, "", v)
       return v == "null" ? "-" : v
     }
-    { printf "%-20s %-8s %9s %11s %12s %18s %15s\n", f("shape"), f("impl"), f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"),
-             f("dispatch_gbs_per_gpu"), f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
+    { printf "%-20s %-8s %9s %11s %12s %18s %15s\n", f("shape"), f("impl"), f("fwd_ms"), f("fwdbwd_ms"),
+             f("fwd_tflops"), f("dispatch_gbs_per_gpu"), f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
 fi
 
 if [ "$gemm_rc" != skipped ]; then
