@@ -14,6 +14,7 @@ constexpr int kCountBatch = 8;
 constexpr int kCountSmemMax = 48 * 1024; /* counters in shared memory up to E = 3072 */
 constexpr int kScanThreads = 1024;
 constexpr int kScanBatch = 8;
+constexpr int kHistThreads = 1024;
 
 /* The counters of chunk c live in shared memory when the launch gave each warp E ints of it
  * (smem), else in the chunk's row of chunk_counts; the chunk's expert ids are read 8 rounds at a
@@ -100,6 +101,24 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(int *__restrict
     if (t == kScanThreads - 1) expert_offset[E] = sm[t];
 }
 
+/* One block: integer counts, so the order of the atomic adds does not show in the result. The bins
+ * are shared memory when E of them fit (smem), else the outputs themselves, zeroed first. */
+__global__ void __launch_bounds__(kHistThreads)
+    plan_histogram_kernel(int *__restrict__ counts, long long *__restrict__ stat_counts, const int *__restrict__ topk,
+                          long nslots, int E, bool smem) {
+    extern __shared__ int bins_smem[];
+    int *bins = smem ? bins_smem : counts;
+    for (int e = threadIdx.x; e < E; e += kHistThreads) bins[e] = 0;
+    __syncthreads();
+    for (long s = threadIdx.x; s < nslots; s += kHistThreads) atomicAdd(&bins[topk[s]], 1);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += kHistThreads) {
+        const int c = bins[e];
+        counts[e] = c;
+        stat_counts[e] = c;
+    }
+}
+
 __global__ void plan_place_kernel(int *__restrict__ slot_row, int *__restrict__ row_slot, const int *__restrict__ topk,
                                   const int *__restrict__ slot_rank, const int *__restrict__ chunk_counts,
                                   const int *__restrict__ expert_offset, long nslots, int E) {
@@ -128,6 +147,16 @@ extern "C" void gpu_moe_plan_count(int *chunk_counts, int *slot_rank, const int 
     const bool in_smem = smem <= (size_t)kCountSmemMax;
     plan_count_kernel<<<blocks, 32 * kCountWarps, in_smem ? smem : 0, stream>>>(chunk_counts, slot_rank, topk, nslots,
                                                                                  E, chunks, in_smem);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_moe_plan_histogram(int *counts, long long *stat_counts, const int *topk, long nslots, int E,
+                                       cudaStream_t stream) {
+    if (E <= 0) return;
+    const size_t smem = (size_t)E * sizeof(int);
+    const bool in_smem = smem <= (size_t)kCountSmemMax;
+    plan_histogram_kernel<<<1, kHistThreads, in_smem ? smem : 0, stream>>>(counts, stat_counts, topk, nslots, E,
+                                                                          in_smem);
     cudaCheckLaunch();
 }
 

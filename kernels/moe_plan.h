@@ -32,6 +32,11 @@ int gpu_moe_plan_chunks(long nslots);
 /* chunk_counts (chunks, E) <- per-chunk expert counts; slot_rank (nslots) <- rank in chunk. */
 void gpu_moe_plan_count(int *chunk_counts, int *slot_rank, const int *topk, long nslots, int E, cudaStream_t stream);
 
+/* counts (E) int32 and stat_counts (E) int64 <- the slots per expert (both always written), without
+ * the plan: for the megakernel, whose plan comes from every EP rank's gathered ids. One block. */
+void gpu_moe_plan_histogram(int *counts, long long *stat_counts, const int *topk, long nslots, int E,
+                            cudaStream_t stream);
+
 /* chunk_counts (chunks, E) -> in place, the exclusive prefix over chunks per expert;
  * counts (E) int32 and stat_counts (E) int64 <- totals per expert (both always written);
  * expert_offset (E + 1) <- exclusive prefix of counts, expert_offset[E] = nslots. Always launches. */

@@ -52,10 +52,7 @@ static void layout(GpuBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     gpu_buf_add(l, &m->st.gates, T * k * 4);
     gpu_buf_add(l, &m->st.topk, T * k * 4);
     gpu_buf_add(l, &m->fail, 4);
-    gpu_buf_add(l, &m->chunk_counts, (size_t)gpu_moe_plan_chunks((long)T * k) * E * 4);
-    gpu_buf_add(l, &m->slot_rank, T * k * 4);
     gpu_buf_add(l, &m->st.counts, E * 4);
-    gpu_buf_add(l, &m->expert_offset, (E + 1) * 4);
     gpu_buf_add(l, &m->slot_iota, T * k * 4);
     gpu_buf_add(l, &m->st.stat_counts, E * 8);
     gpu_buf_add(l, &m->pnorm, T * 8);
@@ -494,8 +491,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
     cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
     gpu_moe_route(st.scores, st.topk, st.gates, m->pnorm, m->fail, m->logits, expert_bias, N, E, k, d->sigmoid,
                   d->norm_topk, d->scaling, stream);
-    gpu_moe_plan_count(m->chunk_counts, m->slot_rank, st.topk, nslots, E, stream);
-    gpu_moe_plan_scan(m->chunk_counts, st.counts, st.stat_counts, m->expert_offset, nslots, E, stream);
+    gpu_moe_plan_histogram(st.counts, st.stat_counts, st.topk, nslots, E, stream);
     const int chunks = gpu_moe_aux_chunks(N);
     gpu_moe_aux_partial(m->aux_partial, st.scores, m->pnorm, N, E, stream);
     gpu_moe_aux_psum(m->psum, m->aux_partial, chunks, E, stream);

@@ -104,7 +104,7 @@ typedef struct {
     /* routing scratch, this rank's tokens (same meaning as MoeUnfusedActs / Work) */
     float *logits;
     float *router_scratch;      /* the router GEMMs' partials and planes (moe_router.h) */
-    int *fail, *chunk_counts, *slot_rank, *expert_offset, *slot_iota;
+    int *fail, *slot_iota;
     double *pnorm, *aux_partial, *psum, *aux;
     /* the EP group's slots, counters */
     int *topk_all, *chunk_counts_all, *slot_rank_all, *slot_row_all, *counts_all;

@@ -12,7 +12,8 @@
  * N = 1 and N = 1000, token and row counts that are not multiples of 64 or 128, shared experts on
  * and off, x given as bf16 or rounded by the layer. test_mok_narrow_widths: C and I multiples of 8
  * but not of 64, for the tiles that take them; skipped (visibly) while moe_mok_supported says no.
- * test_mok_schedule: the M-tile schedule kernel against a serial loop. test_mok_graph: forward and
+ * test_mok_schedule: the M-tile schedule kernel against a serial loop; test_mok_histogram: this
+ * rank's expert counts against a count on the host. test_mok_graph: forward and
  * backward captured as one CUDA graph (global capture mode), replayed twice, bitwise equal to the
  * eager run, host copies of the counts and aux loss included.
  * The watchdog: a child process (this test binary re-executed with a filter and an environment
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "../../kernels/moe_plan.h"
 #include "cpu/moe.h"
 #include "gpu/moe_mok.h"
 #include "gpu/moe_unfused.h"
@@ -606,6 +608,49 @@ static void test_mok_schedule(void) {
     }
 }
 
+/* gpu_moe_plan_histogram (this rank's counts) against a count on the host, on random ids: empty and
+ * single slots, expert counts with the bins in shared memory (up to 12288) and past it (the outputs
+ * as bins), slot counts that are not multiples of the block. */
+static void test_mok_histogram(void) {
+    if (!gpu_test_begin()) return;
+    static const struct {
+        int E;
+        long nslots;
+    } cases[] = {{1, 0}, {1, 5}, {8, 1}, {128, 65536}, {384, 32771}, {12288, 50000}, {12289, 20000}, {100000, 300001}};
+    gpu_rng_seed(22);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int E = cases[c].E;
+        const long n = cases[c].nslots;
+        int *ids = mallocCheck((size_t)(n ? n : 1) * sizeof(int)), *want = callocCheck((size_t)E, sizeof(int));
+        for (long i = 0; i < n; i++) { /* skewed: half the ids on a few experts */
+            const uint64_t range = gpu_rng_next() % 2 ? (uint64_t)E : (uint64_t)(E < 4 ? E : 4);
+            ids[i] = (int)(gpu_rng_next() % range);
+            want[ids[i]]++;
+        }
+        int *ids_d = gpu_upload(ids, (size_t)n * sizeof(int));
+        int *counts_d = gpu_poisoned((size_t)E * sizeof(int));
+        long long *stat_d = gpu_poisoned((size_t)E * sizeof(long long));
+        gpu_moe_plan_histogram(counts_d, stat_d, ids_d, n, E, 0);
+        int *counts = mallocCheck((size_t)E * sizeof(int));
+        long long *stat = mallocCheck((size_t)E * sizeof(long long));
+        gpu_download(counts, counts_d, (size_t)E * sizeof(int));
+        gpu_download(stat, stat_d, (size_t)E * sizeof(long long));
+        long bad = 0, first = -1;
+        for (int e = 0; e < E; e++)
+            if ((counts[e] != want[e] || stat[e] != want[e]) && bad++ == 0) first = e;
+        CHECK_MSG(bad == 0, "E=%d, %ld slots: %ld of %d experts' counts differ (first %ld: %d and %lld, want %d)", E, n,
+                  bad, E, first, first >= 0 ? counts[first] : 0, first >= 0 ? stat[first] : 0LL,
+                  first >= 0 ? want[first] : 0);
+        cudaCheck(cudaFree(ids_d));
+        cudaCheck(cudaFree(counts_d));
+        cudaCheck(cudaFree(stat_d));
+        free(ids);
+        free(want);
+        free(counts);
+        free(stat);
+    }
+}
+
 /* ---------- the watchdog ---------- */
 
 #define WATCHDOG_ENV "MOKC_TEST_MOK_WATCHDOG_CHILD"
@@ -685,5 +730,6 @@ static void test_mok_watchdog(void) {
     if (mok_tile_supported(MOK_TILE_WGMMA, 64, 64, &why)) check_watchdog("backward", "role 4", "role 5");
 }
 
-TEST_SUITE(mok, TEST_CASE(test_mok_schedule), TEST_CASE(test_mok_forward), TEST_CASE(test_mok_narrow_widths),
-           TEST_CASE(test_mok_graph), TEST_CASE(test_mok_watchdog), TEST_CASE(test_mok_watchdog_child));
+TEST_SUITE(mok, TEST_CASE(test_mok_schedule), TEST_CASE(test_mok_histogram), TEST_CASE(test_mok_forward),
+           TEST_CASE(test_mok_narrow_widths), TEST_CASE(test_mok_graph), TEST_CASE(test_mok_watchdog),
+           TEST_CASE(test_mok_watchdog_child));
