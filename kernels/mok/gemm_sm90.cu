@@ -394,6 +394,7 @@ static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, i
         cudaCheck(cudaHostGetDevicePointer((void **)&watch[dev].dev, watch[dev].host, 0));
         cudaCheck(cudaMalloc((void **)&watch[dev].claim, sizeof(unsigned)));
         cudaCheck(cudaMemset(watch[dev].claim, 0, sizeof(unsigned)));
+        cudaCheck(cudaDeviceSynchronize()); /* the legacy stream's memset, before launches on any stream */
     }
     GemmSm90Maps tm;
     const int rows8 = (M + 7) / 8 * 8;

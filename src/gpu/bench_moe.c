@@ -193,7 +193,7 @@ static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms
         float *h = callocCheck((size_t)E, sizeof(float));
         h[0] = 100.0f; /* every token's first pick: expert 0 */
         cudaCheck(cudaMalloc((void **)&L->bias, (size_t)E * sizeof(float)));
-        cudaCheck(cudaMemcpy(L->bias, h, (size_t)E * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpyAsync(L->bias, h, (size_t)E * sizeof(float), cudaMemcpyHostToDevice, s));
         free(h);
     }
     moe_unfused_acts_create(&L->a, d, N);
@@ -641,7 +641,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         MoeGpuWeights w = layer_weights(&ep);
         float *ym;
         cudaCheck(cudaMalloc((void **)&ym, (size_t)nx * sizeof(float) + 16));
-        cudaCheck(cudaMemset(ym, 0xff, (size_t)nx * sizeof(float)));
+        cudaCheck(cudaMemsetAsync(ym, 0xff, (size_t)nx * sizeof(float), s)); /* before the forward writes it */
         moe_mok_forward(ym, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
         const double aux = moe_mok_aux_loss(&m, s);
         y3 = fetch(ym, nx);

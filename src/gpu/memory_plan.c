@@ -59,8 +59,10 @@ void memory_plan_allocate(MemoryPlan *p) {
         cursor += (p->items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
     }
     /* Gradients and optimizer moments must start at zero; the rest is zeroed so that a read of
-     * something never written is at least reproducible. */
+     * something never written is at least reproducible. The memset runs on the legacy stream,
+     * which does not order the owners' non-blocking streams: wait for it here. */
     cudaCheck(cudaMemset(p->block, 0, own));
+    cudaCheck(cudaDeviceSynchronize());
 }
 
 void memory_plan_print(const MemoryPlan *p) {

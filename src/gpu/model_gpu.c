@@ -298,9 +298,12 @@ void gpu_model_print_plan(const GpuModel *g) { memory_plan_print(&g->plan); }
 
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v) {
     size_t bytes = g->t->total * sizeof(float);
-    cudaCheck(cudaMemcpy(g->params, params, bytes, cudaMemcpyHostToDevice));
-    if (m) cudaCheck(cudaMemcpy(g->adam_m, m, bytes, cudaMemcpyHostToDevice));
-    if (v) cudaCheck(cudaMemcpy(g->adam_v, v, bytes, cudaMemcpyHostToDevice));
+    /* on the model's stream: a cudaMemcpy from pageable memory may return before its data has
+     * landed, and the legacy stream it runs on does not order the non-blocking g->stream, so the
+     * cast below could read parameters still in flight (gpu_model's tied case, 1 run in 6) */
+    cudaCheck(cudaMemcpyAsync(g->params, params, bytes, cudaMemcpyHostToDevice, g->stream));
+    if (m) cudaCheck(cudaMemcpyAsync(g->adam_m, m, bytes, cudaMemcpyHostToDevice, g->stream));
+    if (v) cudaCheck(cudaMemcpyAsync(g->adam_v, v, bytes, cudaMemcpyHostToDevice, g->stream));
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
@@ -336,6 +339,11 @@ void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
 void gpu_model_download_grads(GpuModel *g, float *grads) {
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(grads, g->grads, g->t->total * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpy(params_bf16, g->params_bf16, g->t->total * sizeof(bf16_t), cudaMemcpyDeviceToHost));
 }
 
 void gpu_model_set_expert_bias(GpuModel *g, const float *bias) {

@@ -51,6 +51,8 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
 void gpu_model_zero_grads(GpuModel *g);
 /* The fp32 gradients to the host (tests, diagnostics). */
 void gpu_model_download_grads(GpuModel *g, float *grads);
+/* The parameters' bf16 copies (their bits), which the GEMMs read, to the host (tests). */
+void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16);
 /* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients
  * (the routed experts': writing, in the first micro-batch after gpu_model_zero_grads)
  * the gradient of dloss * (mean cross-entropy + aux_coef * aux) averaged over the ranks. On the

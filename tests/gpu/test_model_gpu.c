@@ -143,8 +143,38 @@ static void test_init_matches_host(void) {
     param_table_free(&t);
 }
 
+/* gpu_model_upload_state's bf16 copies (what the GEMMs read) equal the host's rounding of the values
+ * just uploaded, every time: twenty uploads of different values into a model whose parameters take a
+ * while to copy, so that a cast reading the previous upload's values, or the zeroed memory plan, shows. */
+static void test_upload_bf16(void) {
+    if (!gpu_test_begin()) return;
+    ModelDims d = dims(1, 1);
+    d.V = 20000;
+    ParamTable t;
+    param_table_build(&t, &d);
+    GpuModel *gm = one_gpu_model(&d, &t, 1, 8);
+    float *p = malloc(t.total * sizeof(float));
+    bf16_t *got = malloc(t.total * sizeof(bf16_t));
+    for (int rep = 0; rep < 20; rep++) {
+        for (size_t j = 0; j < t.total; j++) /* other values each time */
+            p[j] = (float)((j * 2654435761u + rep * 40503u) % 2001u) / 1000.0f - 1.0f;
+        gpu_model_upload_state(gm, p, NULL, NULL);
+        gpu_model_download_bf16(gm, got);
+        long bad = 0, first = -1;
+        for (size_t j = 0; j < t.total; j++)
+            if (got[j] != host_to_bf16(p[j]) && bad++ == 0) first = (long)j;
+        CHECK_MSG(bad == 0, "upload %d: %ld of %zu bf16 copies differ from the values uploaded (first [%ld]: 0x%04x, "
+                  "want 0x%04x)", rep, bad, t.total, first, first >= 0 ? got[first] : 0,
+                  first >= 0 ? host_to_bf16(p[first]) : 0);
+        if (bad) break;
+    }
+    gpu_model_destroy(gm);
+    free(p), free(got);
+    param_table_free(&t);
+}
+
 static void test_model_untied_softmax(void) { compare_model(0, 0); }
 static void test_model_tied_sigmoid(void) { compare_model(1, 1); }
 
-TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_model_untied_softmax),
-           TEST_CASE(test_model_tied_sigmoid));
+TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_upload_bf16),
+           TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid));
