@@ -46,6 +46,9 @@ static float bf16_value(bf16_t b) {
 }
 
 double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan) {
+    /* the copies below run on the legacy stream, which does not wait for the benches' non-blocking
+     * streams: a result still being written there (bench attn's reference) would be read early */
+    cudaCheck(cudaDeviceSynchronize());
     const long chunk = 1l << 24;
     bf16_t *ha = mallocCheck((size_t)chunk * 2), *hb = mallocCheck((size_t)chunk * 2);
     double num = 0, den = 0;

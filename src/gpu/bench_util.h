@@ -14,8 +14,8 @@ double bench_median(double *t, int n);
 typedef void (*BenchFn)(void *ctx, cudaStream_t s);
 double bench_time_ms(BenchFn fn, void *ctx, int iters, int warmup, cudaStream_t s);
 
-/* ||a - b|| / ||b|| of two bf16 device arrays of n elements, read in chunks (NaN when a has a
- * NaN); *nan (unless NULL) counts a's NaN elements. */
+/* ||a - b|| / ||b|| of two bf16 device arrays of n elements, read in chunks after the device has
+ * finished all its work (NaN when a has a NaN); *nan (unless NULL) counts a's NaN elements. */
 double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan);
 
 #endif
