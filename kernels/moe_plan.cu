@@ -11,7 +11,7 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kCountWarps = 4;
 constexpr int kCountBatch = 8;
-constexpr int kCountSmemMax = 48 * 1024; /* counters in shared memory up to E = 3072 */
+constexpr int kCountSmemMax = 48 * 1024; /* counters in shared memory up to E = 3072 (histogram: 12288) */
 constexpr int kScanThreads = 1024;
 constexpr int kScanBatch = 8;
 constexpr int kHistThreads = 1024;

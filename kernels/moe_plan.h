@@ -13,6 +13,7 @@
  *   3. gpu_moe_plan_place: row = expert_offset[e] + chunk prefix + rank in chunk, so
  *      slot_row[s] = row and row_slot[row] = s.
  * Scratch: chunk_counts holds gpu_moe_plan_chunks(N * k) * E ints; slot_rank N * k ints.
+ * gpu_moe_plan_histogram gives the counts alone (one launch), for a caller that needs no plan.
  * Requires every topk value in [0, E).
  */
 #ifndef MOKC_KERNELS_MOE_PLAN_H

@@ -189,16 +189,17 @@ static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms
     cudaCheck(cudaMalloc((void **)&L->x_bf16, nx * sizeof(bf16_t) + 16));
     gpu_cast_f32_to_bf16(L->x_bf16, L->x, (long)nx, s);
     gpu_moe_fill_f32(L->dy, (long)nx, seed * 16 + 9, tok0 * C, dy_scale, 0.0f, s);
+    float *h_bias = NULL;
     if (skew) {
-        float *h = callocCheck((size_t)E, sizeof(float));
-        h[0] = 100.0f; /* every token's first pick: expert 0 */
+        h_bias = callocCheck((size_t)E, sizeof(float));
+        h_bias[0] = 100.0f; /* every token's first pick: expert 0 */
         cudaCheck(cudaMalloc((void **)&L->bias, (size_t)E * sizeof(float)));
-        cudaCheck(cudaMemcpyAsync(L->bias, h, (size_t)E * sizeof(float), cudaMemcpyHostToDevice, s));
-        free(h);
+        cudaCheck(cudaMemcpyAsync(L->bias, h_bias, (size_t)E * sizeof(float), cudaMemcpyHostToDevice, s));
     }
     moe_unfused_acts_create(&L->a, d, N);
     moe_unfused_work_create(&L->work, d, N, comms);
     cudaCheck(cudaStreamSynchronize(s));
+    free(h_bias); /* after the copy that reads it */
 }
 
 static void layer_destroy(Layer *L) {
