@@ -44,8 +44,8 @@ static const char *bench_help =
     "rows pulled including this rank's own), forward and forward + backward also replayed from CUDA\n"
     "graphs, alternating with the eager calls (fwd_graph_ms, fwdbwd_graph_ms), and reports the share\n"
     "of its GEMM rows that pad the experts' rows to whole M tiles (pad_share); --comm-blocks: its\n"
-    "dispatch blocks. Timed\n"
-    "backwards write the routed experts' gradients, as the first micro-batch of a training step does.\n"
+    "dispatch blocks. Timed backwards write the routed experts' gradients, as the first micro-batch of\n"
+    "a training step does.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
