@@ -49,3 +49,23 @@ void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long r
 void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, long mats) {
     encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, 3, cols, rows, mats, 32, 64);
 }
+
+void sm90_encode_panels(Sm90Panels *p, const void *base, long cols, long rows, long mats, int n) {
+    sm90_encode(&p->one, base, 3, cols, rows, mats, 64);
+    p->n = n;
+    p->whole = cols % 64 == 0;
+    if (!p->whole) return;
+    /* 64 columns, K lines, panels, matrices: the third dimension steps 128 bytes along a line */
+    const long m = mats > 0 ? mats : 1;
+    const cuuint64_t dims[4] = {64, (cuuint64_t)rows, (cuuint64_t)(cols / 64), (cuuint64_t)m};
+    const cuuint64_t strides[3] = {(cuuint64_t)cols * 2, 128, (cuuint64_t)cols * rows * 2};
+    const cuuint32_t box[4] = {64, 64, (cuuint32_t)n, 1}, estr[4] = {1, 1, 1, 1};
+    const CUresult r = encode_fn()(&p->wide, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box,
+                                   estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL,
+                 "cuTensorMapEncodeTiled failed (error %d) for %d-panel boxes of a %ld x %ld x %ld bf16 tensor at %p "
+                 "(internal)",
+                 (int)r, n, m, rows, cols, base);
+}

@@ -13,12 +13,13 @@
 #include "../device_util.cuh"
 #include "sm90_pipeline.cuh"
 
-/* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: 64 columns x 64 K
- * lines; weights, K-major B: 64 K x 256 rows of one expert. */
+/* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: panels of 64 columns
+ * x 64 K lines (Sm90Panels); weights, K-major B: 64 K x 256 rows of one expert. */
 typedef struct {
     CUtensorMap dyr_k, dpg_k, dpu_k;            /* (R, C), (R, I), (R, I) */
     CUtensorMap dyr_half, dpg_half, dpu_half;   /* the same in boxes of 64 rows: M tiles of <= 64 */
-    CUtensorMap h_mn, dyr_mn, xr_mn, dpg_mn, dpu_mn;
+    Sm90Panels h_mn, xr_mn;            /* A of wdown, wgu: 2 panels a box */
+    Sm90Panels dyr_mn, dpg_mn, dpu_mn; /* B of wdown (4 panels a box), wgu (2 of dpg, 2 of dpu) */
     CUtensorMap w_down_k, w_gate_k, w_up_k;     /* (El, I, C), (El, C, I) x 2 */
     CUtensorMap g_down, g_gate, g_up;           /* fp32 gradients, as the weights: TMA stores */
     int g_tma; /* the gradients are written (not added) and 16-byte aligned: by TMA stores */
@@ -143,29 +144,23 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
         if (cnt == 0) continue;
         sm90_wgrad_ready(p, ready, k.kind == BWD_WDOWN ? 0 : 1, t, k.idx, MT);
         if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.kind] += mok_globaltimer() - tw;
-        const int M = k.kind == BWD_WDOWN ? p.I : p.C, N = k.kind == BWD_WDOWN ? p.C : p.I;
-        int arow[2], bcol[4];
-        unsigned bytes = 0;
-        for (int j = 0; j < 2; j++) {
-            arow[j] = k.mi * 128 + 64 * j;
-            if (arow[j] < M) bytes += SM90_PANEL_BYTES;
-        }
-        for (int j = 0; j < 4; j++) {
-            bcol[j] = k.kind == BWD_WDOWN ? k.ni * 256 + 64 * j : k.ni * 128 + 64 * (j & 1);
-            if (bcol[j] < N) bytes += SM90_PANEL_BYTES;
-        }
+        const bool down = k.kind == BWD_WDOWN;
+        const int M = down ? p.I : p.C, N = down ? p.C : p.I;
+        const Sm90Panels &ma = down ? tm.h_mn : tm.xr_mn;
+        const int a0 = k.mi * 128, b0 = down ? k.ni * 256 : k.ni * 128;
+        const unsigned bytes = sm90_panels_bytes(ma, a0, M) +
+                               (down ? sm90_panels_bytes(tm.dyr_mn, b0, N) : 2 * sm90_panels_bytes(tm.dpg_mn, b0, N));
         const int KB = (cnt + SM90_BK - 1) / SM90_BK;
         for (int kb = 0; kb < KB; kb++) {
             const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t), row = rs + kb * SM90_BK;
             uint64_t *full = &sm.bars->full[s];
-            for (int j = 0; j < 2; j++)
-                if (arow[j] < M)
-                    mok_tma_load_2d(sm.a + s * SM90_A_BYTES + j * SM90_PANEL_BYTES,
-                                    k.kind == BWD_WDOWN ? &tm.h_mn : &tm.xr_mn, full, arow[j], row);
-            for (int j = 0; j < 4; j++) {
-                if (bcol[j] >= N) continue;
-                const CUtensorMap *mb = k.kind == BWD_WDOWN ? &tm.dyr_mn : j >= 2 ? &tm.dpu_mn : &tm.dpg_mn;
-                mok_tma_load_2d(sm.b + s * SM90_B_BYTES + j * SM90_PANEL_BYTES, mb, full, bcol[j], row);
+            unsigned char *b = sm.b + s * SM90_B_BYTES;
+            sm90_load_panels(sm.a + s * SM90_A_BYTES, ma, full, a0, M, row, 0);
+            if (down) {
+                sm90_load_panels(b, tm.dyr_mn, full, b0, N, row, 0);
+            } else {
+                sm90_load_panels(b, tm.dpg_mn, full, b0, N, row, 0);
+                sm90_load_panels(b + 2 * SM90_PANEL_BYTES, tm.dpu_mn, full, b0, N, row, 0);
             }
         }
     }
@@ -455,11 +450,11 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_encode(&tm.dyr_half, p.dyr, 2, p.C, p.R_max, 1, 64);
     sm90_encode(&tm.dpg_half, p.dpg, 2, p.I, p.R_max, 1, 64);
     sm90_encode(&tm.dpu_half, p.dpu, 2, p.I, p.R_max, 1, 64);
-    sm90_encode(&tm.h_mn, p.h, 2, p.I, p.R_max, 1, 64);
-    sm90_encode(&tm.dyr_mn, p.dyr, 2, p.C, p.R_max, 1, 64);
-    sm90_encode(&tm.xr_mn, p.xr, 2, p.C, p.R_max, 1, 64);
-    sm90_encode(&tm.dpg_mn, p.dpg, 2, p.I, p.R_max, 1, 64);
-    sm90_encode(&tm.dpu_mn, p.dpu, 2, p.I, p.R_max, 1, 64);
+    sm90_encode_panels(&tm.h_mn, p.h, p.I, p.R_max, 1, 2);
+    sm90_encode_panels(&tm.xr_mn, p.xr, p.C, p.R_max, 1, 2);
+    sm90_encode_panels(&tm.dyr_mn, p.dyr, p.C, p.R_max, 1, 4);
+    sm90_encode_panels(&tm.dpg_mn, p.dpg, p.I, p.R_max, 1, 2);
+    sm90_encode_panels(&tm.dpu_mn, p.dpu, p.I, p.R_max, 1, 2);
     sm90_encode(&tm.w_down_k, p.w_down, 3, p.C, p.I, p.El, 256);
     sm90_encode(&tm.w_gate_k, p.w_gate, 3, p.I, p.C, p.El, 256);
     sm90_encode(&tm.w_up_k, p.w_up, 3, p.I, p.C, p.El, 256);

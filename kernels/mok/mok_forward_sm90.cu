@@ -35,11 +35,12 @@
 #include "sm90_pipeline.cuh"
 
 
-/* TMA maps of xr and h (2D, boxes of 64 K x 128 rows) and of the (El, K, N) weights (3D, 64 x 64
- * x 1 boxes); encoded at each launch from the pointers in MokFwdParams (a kernel parameter of
- * their own: CUtensorMap's 64-byte alignment stays out of host structs). */
+/* TMA maps of xr and h (2D, boxes of 64 K x 128 rows) and of the (El, K, N) weights (64 x 64
+ * panels, Sm90Panels); encoded at each launch from the pointers in MokFwdParams (a kernel
+ * parameter of their own: CUtensorMap's 64-byte alignment stays out of host structs). */
 typedef struct {
-    CUtensorMap xr, h, w_gate, w_up, w_down;
+    CUtensorMap xr, h;
+    Sm90Panels w_gate, w_up, w_down; /* B: 2 (gate/up) or 4 (down) panels a box */
     CUtensorMap xr_half, h_half; /* boxes of 64 rows: M tiles of at most 64 rows (one consumer's),
                                     and the gate/up epilogue's stores of h */
     CUtensorMap pre_gate, pre_up; /* boxes of 64 x 64: the gate/up epilogue's stores (when kept) */
@@ -121,23 +122,22 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
         const int K = k.down ? p.I : p.C, N = k.down ? p.C : p.I, KB = (K + SM90_BK - 1) / SM90_BK;
         /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
         const bool half = nrows <= 64;
-        /* panel j's first column (gate/up: j = 0, 1 of w_gate, 2, 3 of w_up); panels wholly past N
-         * are not loaded (their columns are discarded) */
-        int col[4];
-        unsigned bytes = half ? SM90_A_BYTES / 2 : SM90_A_BYTES;
-        for (int j = 0; j < 4; j++) {
-            col[j] = k.down ? k.nt * 256 + 64 * j : k.nt * 128 + 64 * (j & 1);
-            if (col[j] < N) bytes += SM90_PANEL_BYTES;
-        }
+        /* B: gate/up, 128 columns of w_gate then the same of w_up; down, 256 of w_down (columns past
+         * N are discarded) */
+        const int c0 = k.down ? k.nt * 256 : k.nt * 128;
+        const unsigned bytes = (half ? SM90_A_BYTES / 2 : SM90_A_BYTES) +
+                               (k.down ? sm90_panels_bytes(tm.w_down, c0, N) : 2 * sm90_panels_bytes(tm.w_gate, c0, N));
         for (int kb = 0; kb < KB; kb++) {
             const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
             uint64_t *full = &sm.bars->full[s];
             const CUtensorMap *a_map = k.down ? (half ? &tm.h_half : &tm.h) : (half ? &tm.xr_half : &tm.xr);
             mok_tma_load_2d(sm.a + s * SM90_A_BYTES, a_map, full, kb * SM90_BK, r0);
-            for (int j = 0; j < 4; j++) {
-                if (col[j] >= N) continue;
-                const CUtensorMap *map = k.down ? &tm.w_down : j >= 2 ? &tm.w_up : &tm.w_gate;
-                mok_tma_load_3d(sm.b + s * SM90_B_BYTES + j * SM90_PANEL_BYTES, map, full, col[j], kb * SM90_BK, el);
+            unsigned char *b = sm.b + s * SM90_B_BYTES;
+            if (k.down) {
+                sm90_load_panels(b, tm.w_down, full, c0, N, kb * SM90_BK, el);
+            } else {
+                sm90_load_panels(b, tm.w_gate, full, c0, N, kb * SM90_BK, el);
+                sm90_load_panels(b + 2 * SM90_PANEL_BYTES, tm.w_up, full, c0, N, kb * SM90_BK, el);
             }
         }
     }
@@ -333,9 +333,9 @@ extern "C" void mok_sm90_forward_launch(const MokFwdParams *pin, int grid, cudaS
     sm90_encode(&tm.h, p.h, 2, p.I, p.R_max, 1, SM90_BM);
     sm90_encode(&tm.xr_half, p.xr, 2, p.C, p.R_max, 1, SM90_BM / 2);
     sm90_encode(&tm.h_half, p.h, 2, p.I, p.R_max, 1, SM90_BM / 2);
-    sm90_encode(&tm.w_gate, p.w_gate, 3, p.I, p.C, p.El, 64);
-    sm90_encode(&tm.w_up, p.w_up, 3, p.I, p.C, p.El, 64);
-    sm90_encode(&tm.w_down, p.w_down, 3, p.C, p.I, p.El, 64);
+    sm90_encode_panels(&tm.w_gate, p.w_gate, p.I, p.C, p.El, 2);
+    sm90_encode_panels(&tm.w_up, p.w_up, p.I, p.C, p.El, 2);
+    sm90_encode_panels(&tm.w_down, p.w_down, p.C, p.I, p.El, 4);
     if (p.pre_gate) {
         sm90_encode(&tm.pre_gate, p.pre_gate, 2, p.I, p.R_max, 1, SM90_BM / 2);
         sm90_encode(&tm.pre_up, p.pre_up, 2, p.I, p.R_max, 1, SM90_BM / 2);

@@ -8,8 +8,9 @@
  *
  * A stage holds A (16 KB) and B (32 KB), both 128-byte swizzled (layouts: tile_wgmma.cuh):
  *   A K-major: one box of 128 rows x 64 K (consumer w: rows 64w.., at + 8 KB * w);
- *   A M-major: two boxes of 64 K lines x 64 M (consumer w: M panel w, at + 8 KB * w);
- *   B K-major: one box of 256 N rows x 64 K;  B N-major: four boxes of 64 K lines x 64 N.
+ *   A M-major: two panels of 64 K lines x 64 M (consumer w: M panel w, at + 8 KB * w);
+ *   B K-major: one box of 256 N rows x 64 K;  B N-major: four panels of 64 K lines x 64 N.
+ * MN-major panels come several to a TMA box where the tensor's columns allow (sm90_load_panels).
  * The MN-major operands carry K along lines, so a K tail (the last block of an expert's rows in a
  * weight gradient) is cut by zeroing whole 128-byte lines (sm90_zero_k_tail).
  *
@@ -256,6 +257,26 @@ __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char
     }
     mok_fence_proxy_async_shared();
     sm90_named_sync(4, 256);
+}
+
+/* The bytes sm90_load_panels brings for panels from column c0 of a tensor of `cols` columns. */
+__device__ __forceinline__ unsigned sm90_panels_bytes(const Sm90Panels &p, int c0, int cols) {
+    const int n = p.whole ? p.n : min(p.n, (cols - c0 + 63) / 64);
+    return (unsigned)max(n, 0) * SM90_PANEL_BYTES;
+}
+
+/* Producer: the n panels of p from column c0 (a multiple of 64) of a tensor of `cols` columns, K
+ * lines [k0, k0 + 64) of matrix `mat`, into dst (panel j at dst + j * SM90_PANEL_BYTES). One box
+ * where the columns are whole panels (its panels past them zero-filled, their bytes counted); else
+ * one a panel, those wholly past the columns not loaded. */
+__device__ __forceinline__ void sm90_load_panels(unsigned char *dst, const Sm90Panels &p, uint64_t *full, int c0,
+                                                 int cols, int k0, int mat) {
+    if (p.whole) {
+        mok_tma_load_4d(dst, &p.wide, full, 0, k0, c0 / 64, mat);
+        return;
+    }
+    for (int j = 0; j < p.n && c0 + 64 * j < cols; j++)
+        mok_tma_load_3d(dst + j * SM90_PANEL_BYTES, &p.one, full, c0 + 64 * j, k0, mat);
 }
 
 /* One 16-wide K step of a consumer: acc (+)= A (64 x 16, desc a) @ B (16 x 256, 176 or 192, desc b). */

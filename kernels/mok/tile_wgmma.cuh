@@ -112,6 +112,16 @@ __device__ __forceinline__ void mok_tma_load_3d(void *dst, const CUtensorMap *ma
 #endif
 }
 
+__device__ __forceinline__ void mok_tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1,
+                                                int c2, int c3) {
+#if MOK_SM90
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+                 "%6}], [%2];" ::"r"(mok_smem_u32(dst)),
+                 "l"(map), "r"(mok_smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+#endif
+}
+
 /* A box of a TMA map from shared memory (laid out as the map's swizzle puts it) to global, in
  * this thread's bulk group (2D and 3D maps). */
 __device__ __forceinline__ void mok_tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1) {
@@ -267,5 +277,15 @@ void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long r
 /* The same for an fp32 tensor of dims {cols, rows, mats}: boxes of 32 columns (128 bytes) x 64
  * rows, for TMA stores (elements past the edges are not written). */
 void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, long mats);
+/* The MN-major panels of a bf16 tensor of dims {cols, rows, mats} (K along rows): 64 columns x 64
+ * K lines each (128-byte swizzled, zero-filled past the edges). Where cols is a multiple of 64,
+ * `wide` loads n adjacent panels in one box (a TMA load has a cost of its own, beside its bytes:
+ * s15 measured it); else each panel is a box of `one` (a box's last panel would read the next line
+ * past a partial panel's columns). */
+typedef struct {
+    CUtensorMap one, wide;
+    int n, whole;
+} Sm90Panels;
+void sm90_encode_panels(Sm90Panels *p, const void *base, long cols, long rows, long mats, int n);
 
 #endif
