@@ -25,20 +25,23 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
     return fn;
 }
 
-/* A 128-byte-swizzled TMA map of `rank` dims (innermost first, byte strides of the outer ones),
- * zero-filled past the edges; stops the job when the driver refuses. */
+/* A 128-byte-swizzled TMA map of `rank` (at most 4) dims (innermost first, byte strides of the
+ * outer ones), zero-filled past the edges; stops the job when the driver refuses. */
 static void encode_dims(CUtensorMap *map, CUtensorMapDataType type, int es, const void *base, int rank,
                         const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box) {
     const cuuint32_t estr[4] = {1, 1, 1, 1};
     const CUresult r = encode_fn()(map, type, (cuuint32_t)rank, (void *)base, dims, strides, box, estr,
                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL,
-                 "cuTensorMapEncodeTiled failed (error %d) for a rank-%d map of %d-byte elements at %p, dims %llu x "
-                 "%llu x %llu (innermost first), box %u x %u x %u (internal)",
-                 (int)r, rank, es, base, (unsigned long long)dims[0], (unsigned long long)dims[1],
-                 (unsigned long long)(rank > 2 ? dims[2] : 1), box[0], box[1], rank > 2 ? box[2] : 1);
+    if (r == CUDA_SUCCESS) return;
+    char shape[256] = "";
+    for (int i = 0, n = 0; i < rank && n < (int)sizeof shape; i++)
+        n += snprintf(shape + n, sizeof shape - n, "%s%llu (box %u)", i ? " x " : "", (unsigned long long)dims[i],
+                      box[i]);
+    mokc_die(MOKC_EXIT_RUNTIME, NULL,
+             "cuTensorMapEncodeTiled failed (error %d) for a map of %d-byte elements at %p, dims %s, innermost first "
+             "(internal)",
+             (int)r, es, base, shape);
 }
 
 /* A TMA map of a tensor of `es`-byte elements (dims {cols, rows, mats}), boxes of box_cols x
@@ -60,13 +63,16 @@ void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, 
 }
 
 void sm90_encode_panels(Sm90Panels *p, const void *base, long cols, long rows, long mats, int n) {
-    sm90_encode(&p->one, base, 3, cols, rows, mats, 64);
     p->n = n;
     p->whole = cols % 64 == 0;
-    if (!p->whole) return;
+    if (!p->whole) {
+        sm90_encode(&p->map, base, 3, cols, rows, mats, 64);
+        return;
+    }
     /* 64 columns, K lines, panels, matrices: the third dimension steps 128 bytes along a line */
-    const cuuint64_t dims[4] = {64, (cuuint64_t)rows, (cuuint64_t)(cols / 64), (cuuint64_t)(mats > 0 ? mats : 1)};
+    const cuuint64_t dims[4] = {64, (cuuint64_t)(rows > 0 ? rows : 1), (cuuint64_t)(cols / 64),
+                                (cuuint64_t)(mats > 0 ? mats : 1)};
     const cuuint64_t strides[3] = {(cuuint64_t)cols * 2, 128, (cuuint64_t)cols * rows * 2};
     const cuuint32_t box[4] = {64, 64, (cuuint32_t)n, 1};
-    encode_dims(&p->wide, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, 4, dims, strides, box);
+    encode_dims(&p->map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, 4, dims, strides, box);
 }

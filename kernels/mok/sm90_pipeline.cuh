@@ -38,7 +38,7 @@ extern "C" {
 #define SM90_STAGES 3 /* 4 measured no faster (2026-11-30 (s3)); the fourth's 48 KB hold the staging */
 #define SM90_BK 64
 #define SM90_BM 128
-#define SM90_PANEL_BYTES (64 * 64 * 2)        /* one 64 x 64 bf16 box */
+#define SM90_PANEL_BYTES (64 * 64 * 2)        /* one 64 x 64 bf16 panel */
 #define SM90_A_BYTES (2 * SM90_PANEL_BYTES)   /* 128 rows (or M) x 64 K */
 #define SM90_B_BYTES (4 * SM90_PANEL_BYTES)   /* 256 columns x 64 K */
 #define SM90_STG_PITCH 264                     /* bf16 a staged row: 256 + 8, conflict-free pair writes */
@@ -272,11 +272,11 @@ __device__ __forceinline__ unsigned sm90_panels_bytes(const Sm90Panels &p, int c
 __device__ __forceinline__ void sm90_load_panels(unsigned char *dst, const Sm90Panels &p, uint64_t *full, int c0,
                                                  int cols, int k0, int mat) {
     if (p.whole) {
-        mok_tma_load_4d(dst, &p.wide, full, 0, k0, c0 / 64, mat);
+        mok_tma_load_4d(dst, &p.map, full, 0, k0, c0 / 64, mat);
         return;
     }
     for (int j = 0; j < p.n && c0 + 64 * j < cols; j++)
-        mok_tma_load_3d(dst + j * SM90_PANEL_BYTES, &p.one, full, c0 + 64 * j, k0, mat);
+        mok_tma_load_3d(dst + j * SM90_PANEL_BYTES, &p.map, full, c0 + 64 * j, k0, mat);
 }
 
 /* One 16-wide K step of a consumer: acc (+)= A (64 x 16, desc a) @ B (16 x 256, 176 or 192, desc b). */

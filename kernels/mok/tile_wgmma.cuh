@@ -278,12 +278,12 @@ void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long r
  * rows, for TMA stores (elements past the edges are not written). */
 void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, long mats);
 /* The MN-major panels of a bf16 tensor of dims {cols, rows, mats} (K along rows): 64 columns x 64
- * K lines each (128-byte swizzled, zero-filled past the edges). Where cols is a multiple of 64,
- * `wide` loads n adjacent panels in one box (a TMA load has a cost of its own, beside its bytes:
- * s15 measured it); else each panel is a box of `one` (a box's last panel would read the next line
- * past a partial panel's columns). */
+ * K lines each (128-byte swizzled, zero-filled past the edges). Where cols is a multiple of 64
+ * (`whole`), `map` is a 4D view {64 columns, rows, panels, mats} whose boxes hold n adjacent
+ * panels (a TMA load has a cost of its own, beside its bytes: s15 measured it); else a 3D map of
+ * one panel a box (a box's last panel would read the next line past a partial panel's columns). */
 typedef struct {
-    CUtensorMap one, wide;
+    CUtensorMap map;
     int n, whole;
 } Sm90Panels;
 void sm90_encode_panels(Sm90Panels *p, const void *base, long cols, long rows, long mats, int n);
