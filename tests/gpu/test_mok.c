@@ -162,6 +162,16 @@ static void grads_destroy(Grads *G) {
     for (int t = 0; t < G_COUNT; t++) cudaCheck(cudaFree(G->g[t]));
 }
 
+/* Every one of n host floats a has the bits of b's (what: the values, against: b). */
+static void check_same_bits(const Shape *s, const char *what, const char *against, const float *a, const float *b,
+                            long n) {
+    long bad = 0, first = -1;
+    for (long i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) && bad++ == 0) first = i;
+    CHECK_MSG(bad == 0, "[%s] %s: %ld of %ld values differ in their bits from %s (first [%ld]: %.9g vs %.9g)", s->label,
+              what, bad, n, against, first, first >= 0 ? a[first] : 0.0f, first >= 0 ? b[first] : 0.0f);
+}
+
 /* Compares one device tensor with the reference's; bitwise when `bits`. */
 static void check_grad(const Shape *s, const char *what, const float *dev, const float *ref_dev, long n, int bits) {
     if (n == 0) return;
@@ -171,9 +181,9 @@ static void check_grad(const Shape *s, const char *what, const float *dev, const
     const long nan = count_nan(a, n), w = worst_index(a, b, n);
     CHECK_MSG(nan == 0, "[%s] backward %s: %ld of %ld values NaN", s->label, what, nan, n);
     if (bits) {
-        CHECK_MSG(!memcmp(a, b, (size_t)n * sizeof(float)),
-                  "[%s] backward %s: second run not bitwise identical (worst [%ld]: %.9g vs %.9g)", s->label, what, w,
-                  a[w], b[w]);
+        char name[64];
+        snprintf(name, sizeof name, "backward %s, second run", what);
+        check_same_bits(s, name, "the first run", a, b, n);
     } else {
         const double err = rel_error_f(a, b, n);
         CHECK_MSG(err < BF16_TOL, "[%s] backward %s: rel err vs unfused %.3e >= %g (worst [%ld]: mok %.6g, unfused %.6g)",
@@ -472,20 +482,6 @@ static void step_run(const Step *t, const Shape *s) {
     if (t->backward) moe_mok_backward(t->G->dx, &g, t->dy, 0.01, t->sv, t->m, P->x, P->xb, &P->w, t->N, t->stream);
 }
 
-/* Bitwise equality of n device floats with a host copy. */
-static void check_bits(const Shape *s, const char *what, int replay, const float *dev, const float *want, long n) {
-    if (n == 0) return;
-    float *got = mallocCheck((size_t)n * sizeof(float));
-    gpu_download(got, dev, (size_t)n * sizeof(float));
-    long bad = 0, first = -1;
-    for (long i = 0; i < n; i++)
-        if (memcmp(&got[i], &want[i], sizeof(float)) && bad++ == 0) first = i;
-    CHECK_MSG(bad == 0,
-              "[%s] graph replay %d: %s: %ld of %ld values differ from the eager run (first [%ld]: %.9g vs %.9g)",
-              s->label, replay, what, bad, n, first, first >= 0 ? got[first] : 0.0f, first >= 0 ? want[first] : 0.0f);
-    free(got);
-}
-
 /* The layer's forward (and backward, wgmma tile) captured as one CUDA graph on a stream of its own,
  * in global capture mode (a synchronising or otherwise uncapturable call anywhere fails it; the
  * stream is a blocking one, so work that escaped to the legacy stream would fail it too), then
@@ -516,7 +512,7 @@ static void run_graph(const Shape *s) {
     step_reset(&t, s);
     step_run(&t, s);
     moe_mok_sync(&m, t.stream);
-    float *want[G_COUNT + 2];
+    float *want[G_COUNT + 2], *got[G_COUNT + 2];
     const long n_want[G_COUNT + 2] = {ny, ny, G.n[0], G.n[1], G.n[2], G.n[3], G.n[4], G.n[5], G.n[6]};
     const float *dev[G_COUNT + 2] = {t.y, G.dx, G.g[0], G.g[1], G.g[2], G.g[3], G.g[4], G.g[5], G.g[6]};
     static const char *const names[G_COUNT + 2] = {"y", "dx", "g router", "g w_gate", "g w_up", "g w_down",
@@ -524,6 +520,7 @@ static void run_graph(const Shape *s) {
     const int n_out = t.backward ? G_COUNT + 2 : 1;
     for (int i = 0; i < n_out; i++) {
         want[i] = mallocCheck((size_t)(n_want[i] ? n_want[i] : 1) * sizeof(float));
+        got[i] = mallocCheck((size_t)(n_want[i] ? n_want[i] : 1) * sizeof(float));
         gpu_download(want[i], dev[i], (size_t)n_want[i] * sizeof(float));
     }
     int *counts = mallocCheck((size_t)s->E * sizeof(int));
@@ -543,7 +540,12 @@ static void run_graph(const Shape *s) {
         step_reset(&t, s);
         cudaCheck(cudaGraphLaunch(exec, t.stream));
         moe_mok_sync(&m, t.stream);
-        for (int i = 0; i < n_out; i++) check_bits(s, names[i], replay, dev[i], want[i], n_want[i]);
+        for (int i = 0; i < n_out; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "graph replay %d: %s", replay, names[i]);
+            gpu_download(got[i], dev[i], (size_t)n_want[i] * sizeof(float));
+            check_same_bits(s, what, "the eager run", got[i], want[i], n_want[i]);
+        }
         CHECK_MSG(!memcmp(sv.h_counts, counts, (size_t)s->E * sizeof(int)),
                   "[%s] graph replay %d: the host copy of the expert counts differs from the eager run's", s->label,
                   replay);
@@ -552,7 +554,7 @@ static void run_graph(const Shape *s) {
     }
     if (exec) cudaCheck(cudaGraphExecDestroy(exec));
     if (graph) cudaCheck(cudaGraphDestroy(graph));
-    for (int i = 0; i < n_out; i++) free(want[i]);
+    for (int i = 0; i < n_out; i++) free(want[i]), free(got[i]);
     free(counts);
     grads_destroy(&G);
     cudaCheck(cudaFree(t.y));
