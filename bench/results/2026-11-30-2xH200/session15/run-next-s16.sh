@@ -1,8 +1,7 @@
 # Prepared in s15 for the next session's first call (nvidia-h200-x2; not run): copy to .deps/run1.sh. 0ab1816 (the
 # TMA encoders' shared helper), fb40a5d (one map a Sm90Panels) and dfb8061 (test_mok's check_same_bits) have not
-# run on a GPU; 68ce65e (panels several to
-# a TMA box) ran the mok, gpu_gemm, gpu_train suites and the EP2 check, not the whole check. This runs the full
-# scripts/gpu-check.sh on HEAD.
+# run on a GPU; 68ce65e (panels several to a TMA box) ran the mok, gpu_gemm, gpu_train suites and the EP2 check,
+# not the whole check. This runs the full scripts/gpu-check.sh on HEAD.
 # Expected: 172 passed, 0 failed, 1 skipped; EP2, mapping, fallback checks pass; bench moe as s15 r6 (Qwen-like
 # fwd+bwd ~4.56-4.69 ms by machine, Kimi-like ~29.5-30.3).
 for f in .deps/*.deb; do dpkg -x $f /; done; ldconfig
