@@ -27,7 +27,7 @@ typedef struct {
 
 enum { BWD_DGRAD = 0, BWD_WDOWN = 1, BWD_DX = 2, BWD_WGU = 3 };
 
-/* Tasks per kind, from the shape (recomputed where needed: registers are the consumers' limit). */
+/* Tasks per kind, from the shape (the producer decodes every ticket: sm90_bwd_task). */
 __device__ __forceinline__ int bwd_nA(const MokBwdParams &p) { return (p.I + 255) / 256; } /* dgrad per M tile */
 __device__ __forceinline__ int bwd_nX(const MokBwdParams &p) { return (p.C + 255) / 256; } /* dx per M tile */
 __device__ __forceinline__ int bwd_nWd(const MokBwdParams &p) { return ((p.I + 127) / 128) * ((p.C + 255) / 256); }
@@ -37,12 +37,14 @@ __device__ __forceinline__ int bwd_total(const MokBwdParams &p, int MT) {
 }
 
 struct Sm90BwdTask {
+    int t;                 /* the ticket; -1: the end (the task ring's message) */
     int kind, idx, mi, ni; /* idx: the M tile (dgrad, dx) or the local expert (wdown, wgu) */
 };
 
 /* The task behind ticket t: all dgrad, then wdown, then dx, then wgu (topological order). */
 __device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int MT, int t) {
     Sm90BwdTask k;
+    k.t = t;
     const int e0 = MT * bwd_nA(p), e1 = e0 + p.El * bwd_nWd(p), e2 = e1 + MT * bwd_nX(p);
     k.kind = t < e0 ? BWD_DGRAD : t < e1 ? BWD_WDOWN : t < e2 ? BWD_DX : BWD_WGU;
     const int u = t - (k.kind == BWD_DGRAD ? 0 : k.kind == BWD_WDOWN ? e0 : k.kind == BWD_DX ? e1 : e2);
@@ -83,17 +85,18 @@ struct Sm90Ready {
     bool all[2] = {false, false};
 };
 
-/* Producer: makes weight-gradient task t's inputs ready (expert el, kind kd = 0 wdown, 1 wgu). */
-__device__ __forceinline__ void sm90_wgrad_ready(const MokBwdParams &p, Sm90Ready &ready, int kd, int t, int el,
-                                                 int MT) {
-    if (ready.el[kd] == el) return;
-    const unsigned *all = p.ticket + (kd == 0 ? MOK_TICKET_LANDED : MOK_TICKET_DGRAD);
-    const unsigned per_tile = kd == 0 ? SM90_DISPATCH_PARTS : 2u * bwd_nA(p);
-    if (!ready.all[kd]) ready.all[kd] = mok_ld_acquire(all) >= (unsigned)MT * per_tile;
-    if (!ready.all[kd])
-        sm90_wait_expert(p, kd == 0 ? p.arrive : p.dpg_done, per_tile,
-                         kd == 0 ? MOK_ROLE_BWD_WAIT_DISPATCH : MOK_ROLE_BWD_WAIT_SWIGLU, t, el);
-    ready.el[kd] = el;
+/* Producer: makes weight-gradient task t's inputs ready (expert el, kind KD = 0 wdown, 1 wgu; a
+ * constant, so that ready stays in registers, not in local memory). */
+template <int KD>
+__device__ __forceinline__ void sm90_wgrad_ready(const MokBwdParams &p, Sm90Ready &ready, int t, int el, int MT) {
+    if (ready.el[KD] == el) return;
+    const unsigned *all = p.ticket + (KD == 0 ? MOK_TICKET_LANDED : MOK_TICKET_DGRAD);
+    const unsigned per_tile = KD == 0 ? SM90_DISPATCH_PARTS : 2u * bwd_nA(p);
+    if (!ready.all[KD]) ready.all[KD] = mok_ld_acquire(all) >= (unsigned)MT * per_tile;
+    if (!ready.all[KD])
+        sm90_wait_expert(p, KD == 0 ? p.arrive : p.dpg_done, per_tile,
+                         KD == 0 ? MOK_ROLE_BWD_WAIT_DISPATCH : MOK_ROLE_BWD_WAIT_SWIGLU, t, el);
+    ready.el[KD] = el;
     mok_fence_proxy_async_global(); /* what the acquires saw is read by TMA */
 }
 
@@ -101,14 +104,14 @@ __device__ __forceinline__ void sm90_wgrad_ready(const MokBwdParams &p, Sm90Read
 template <bool TRACE>
 __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
                                  int MT) {
-    Sm90Ring sr = {0, 0}, tr = {0, 0};
+    Sm90Ring sr = {0}, tr = {0};
     Sm90Ready ready;
     const int total = bwd_total(p, MT), KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
     for (;;) {
         const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
-        sm90_send_task(wd, sm.bars, tr, t < total ? t : total);
-        if (t >= total) return;
-        const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
+        const Sm90BwdTask k = t < total ? sm90_bwd_task(p, MT, t) : Sm90BwdTask{-1, 0, 0, 0, 0};
+        sm90_send_task(wd, sm.bars, tr, k);
+        if (k.t < 0) return;
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             if (k.kind == BWD_DGRAD)
@@ -142,7 +145,8 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
         int rs, cnt;
         sm90_expert_rows(p, k.idx, rs, cnt);
         if (cnt == 0) continue;
-        sm90_wgrad_ready(p, ready, k.kind == BWD_WDOWN ? 0 : 1, t, k.idx, MT);
+        if (k.kind == BWD_WDOWN) sm90_wgrad_ready<0>(p, ready, t, k.idx, MT);
+        else sm90_wgrad_ready<1>(p, ready, t, k.idx, MT);
         if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.kind] += mok_globaltimer() - tw;
         const bool down = k.kind == BWD_WDOWN;
         const int M = down ? p.I : p.C, N = down ? p.C : p.I;
@@ -197,7 +201,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
     int r0, nrows;
     sm90_consumer_rows(p, w, mt, r0, nrows);
-    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    const int tid = threadIdx.x & 127;
     const bool by_tma = nrows >= 64; /* else register stores: TMA clips a box only at the tensor's edge */
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
 #pragma unroll
@@ -209,6 +213,11 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
         sm90_named_sync(2 + w, 128);
         if (part + 1 < 4 && col0 + 64 < p.I) sm90_dgrad_fetch(p, stg_base, r0, nrows, nt, part + 1);
         __nv_bfloat16 *stg = stg_base + (part & 1) * 64 * 128;
+        /* the thread's rows and columns, derived again each part: held across the four parts, the
+         * staging addresses computed from them stay live and spill */
+        int tp = tid;
+        asm volatile("" : "+r"(tp));
+        const int ra = 16 * (tp >> 5) + ((tp & 31) >> 2), t2 = 2 * (tp & 3);
         laps.lap(0);
         /* two chunks at a time: their loads first, then the arithmetic of both (the
          * compiler keeps a load after an earlier store to the same staging) */
@@ -247,6 +256,7 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
                 mok_bulk_commit();
             }
         } else {
+#pragma unroll 1 /* as sm90_dgrad_fetch's loop */
             for (int v = tid; v < 64 * 16; v += 128) {
                 const int r = v >> 4, c = v & 15, col = col0 + 8 * (c & 7);
                 if (r >= nrows || col >= p.I) continue;
@@ -341,24 +351,23 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
 /* Consumer warpgroup w (0 or 1). */
 template <bool TRACE>
 __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd,
-                                                 const Sm90Smem &sm, int w, int MT) {
+                                                 const Sm90Smem &sm, int w) {
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
-    Sm90Ring sr = {0, 0}, tr = {0, 0};
-    const int total = bwd_total(p, MT);
+    Sm90Ring sr = {0}, tr = {0};
     /* the trace's timekeeper: one thread of consumer 0 (mok.h: MOK_TRACE_SLOTS) */
     Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
         if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
-        const int t = sm90_recv_task(wd, sm.bars, tr);
-        if (t >= total) {
+        const Sm90BwdTask k = sm90_recv_task<Sm90BwdTask>(wd, sm.bars, tr);
+        if (k.t < 0) {
             sm90_push_drain();
             break;
         }
         clock.arrived();
-        const Sm90BwdTask k = sm90_bwd_task(p, MT, t);
+        const int t = k.t;
         const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
         const size_t CI = (size_t)p.C * p.I;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
@@ -429,7 +438,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
-    sm90_bwd_consume<TRACE>(p, tm, wd, sm, wg - 1, MT);
+    sm90_bwd_consume<TRACE>(p, tm, wd, sm, wg - 1);
 #else
     asm volatile("trap;");
 #endif

@@ -54,6 +54,7 @@ typedef struct {
  * done or nearly), and its pushes over NVLink overlap the next group's gate/up tasks instead of
  * all coming at the end. G >= MT: every gate/up task first. */
 struct Sm90FwdTask {
+    int t; /* the ticket; -1: the end (the task ring's message) */
     int down, mt, nt;
 };
 struct Sm90FwdOrder {
@@ -64,6 +65,7 @@ __device__ __forceinline__ Sm90FwdTask sm90_fwd_task(int t, const Sm90FwdOrder &
     const int MT = o.MT, G = o.G, nI = o.nI, nC = o.nC;
     const int n = (MT + G - 1) / G, last = MT - (n - 1) * G;
     Sm90FwdTask k;
+    k.t = t;
     auto pick = [&](int down, int g, int u) {
         const int w = down ? nC : nI;
         k.down = down, k.mt = g * G + u / w, k.nt = u % w;
@@ -102,12 +104,12 @@ __device__ __forceinline__ Sm90FwdTask sm90_fwd_task(int t, const Sm90FwdOrder &
 template <bool TRACE>
 __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
                                  const Sm90FwdOrder &o) {
-    Sm90Ring sr = {0, 0}, tr = {0, 0};
+    Sm90Ring sr = {0}, tr = {0};
     for (;;) {
         const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
-        sm90_send_task(wd, sm.bars, tr, t < o.total ? t : o.total);
-        if (t >= o.total) return;
-        const Sm90FwdTask k = sm90_fwd_task(t, o);
+        const Sm90FwdTask k = t < o.total ? sm90_fwd_task(t, o) : Sm90FwdTask{-1, 0, 0, 0};
+        sm90_send_task(wd, sm.bars, tr, k);
+        if (k.t < 0) return;
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.down)
             mok_wait(p.err, p.ticket + MOK_TICKET_CLAIM, p.budget_ns, p.gu_done + k.mt, 2u * o.nI,
@@ -230,22 +232,22 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
 /* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (Sm90TaskClock). */
 template <bool TRACE>
 __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd,
-                                                 const Sm90Smem &sm, int w, const Sm90FwdOrder &o) {
+                                                 const Sm90Smem &sm, int w) {
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
-    Sm90Ring sr = {0, 0}, tr = {0, 0};
+    Sm90Ring sr = {0}, tr = {0};
     Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
         if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
-        const int t = sm90_recv_task(wd, sm.bars, tr);
-        if (t >= o.total) {
+        const Sm90FwdTask k = sm90_recv_task<Sm90FwdTask>(wd, sm.bars, tr);
+        if (k.t < 0) {
             sm90_push_drain();
             break;
         }
         clock.arrived();
-        const Sm90FwdTask k = sm90_fwd_task(t, o);
+        const int t = k.t;
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
         int r0, nrows;
         sm90_consumer_rows(p, w, k.mt, r0, nrows);
@@ -296,7 +298,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
     if (p.dispatch_only) return;
-    sm90_fwd_consume<TRACE>(p, tm, wd, sm, wg - 1, o);
+    sm90_fwd_consume<TRACE>(p, tm, wd, sm, wg - 1);
 #else
     asm volatile("trap;");
 #endif

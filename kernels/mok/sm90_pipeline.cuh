@@ -52,7 +52,7 @@ template <int STAGES>
 struct Sm90BarsT {
     uint64_t full[STAGES], empty[STAGES];
     uint64_t task_full[2], task_empty[2];
-    int task[2];
+    alignas(16) int task[2][8]; /* the task ring: a kernel's decoded task (Sm90FwdTask, Sm90BwdTask) */
     int dispatch_part; /* the dispatch warps' current part of an M tile */
     int push_base;     /* the megakernels' expert_offset_all[e0]: the rank's first row in row_slot_all */
     int push_slot[2][64]; /* consumer w's rows' slots for sm90_push_rows (sm90_push_prefetch) */
@@ -203,43 +203,51 @@ __device__ __forceinline__ void sm90_trace_producer_out(unsigned long long *trac
     for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + n_kinds; i++) out[i] = slots[i];
 }
 
-/* A position in a ring of n slots and the parity of its current lap. */
+/* A position in a ring of n slots and the parity of its current lap, in one register (slot * 2 +
+ * parity): the consumers hold two rings through whole tasks, beside 128 accumulators. */
 struct Sm90Ring {
-    int slot;
-    unsigned phase;
+    unsigned v;
+    __device__ __forceinline__ int slot() const { return (int)(v >> 1); }
+    __device__ __forceinline__ unsigned phase() const { return v & 1u; }
     __device__ __forceinline__ void next(int n) {
-        if (++slot == n) slot = 0, phase ^= 1u;
+        v += 2;
+        if ((int)(v >> 1) == n) v = (v & 1u) ^ 1u;
     }
 };
 
-/* Producer: hands ticket t (or the end, t >= total) to both consumers. */
-__device__ __forceinline__ void sm90_send_task(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &tr, int t) {
-    sm90_wait(wd, &bars->task_empty[tr.slot], tr.phase ^ 1u, t);
-    bars->task[tr.slot] = t;
-    mok_mbar_arrive(&bars->task_full[tr.slot]);
+/* Producer: hands a decoded task k to both consumers (Task: the kernel's task, its ticket in k.t, -1 for
+ * the end). The producer decodes each ticket once, so the consumers hold none of the schedule's
+ * state in their registers (the backward's consumers spilled it) and do no divisions. */
+template <class Task>
+__device__ __forceinline__ void sm90_send_task(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &tr, const Task &k) {
+    static_assert(sizeof(Task) <= sizeof bars->task[0], "a task fits its slot of the task ring");
+    sm90_wait(wd, &bars->task_empty[tr.slot()], tr.phase() ^ 1u, k.t);
+    *reinterpret_cast<Task *>(bars->task[tr.slot()]) = k;
+    mok_mbar_arrive(&bars->task_full[tr.slot()]);
     tr.next(2);
 }
 
-/* Consumer (the traced builds' probe): whether the next ticket is in the ring already. */
+/* Consumer (the traced builds' probe): whether the next task is in the ring already. */
 __device__ __forceinline__ bool sm90_task_in_ring(Sm90Bars *bars, const Sm90Ring &tr) {
-    return mok_mbar_test_wait(&bars->task_full[tr.slot], tr.phase);
+    return mok_mbar_test_wait(&bars->task_full[tr.slot()], tr.phase());
 }
 
-/* Consumer: the next ticket. */
-__device__ __forceinline__ int sm90_recv_task(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &tr) {
-    sm90_wait(wd, &bars->task_full[tr.slot], tr.phase, -1);
-    const int t = bars->task[tr.slot];
-    mok_mbar_arrive(&bars->task_empty[tr.slot]);
+/* Consumer: the next task (k.t < 0: the end). */
+template <class Task>
+__device__ __forceinline__ Task sm90_recv_task(const Sm90Watch &wd, Sm90Bars *bars, Sm90Ring &tr) {
+    sm90_wait(wd, &bars->task_full[tr.slot()], tr.phase(), -1);
+    const Task k = *reinterpret_cast<const Task *>(bars->task[tr.slot()]);
+    mok_mbar_arrive(&bars->task_empty[tr.slot()]);
     tr.next(2);
-    return t;
+    return k;
 }
 
 /* Producer: waits for a free stage and arms its barrier for `bytes`; returns the stage index. */
 template <int STAGES>
 __device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90BarsT<STAGES> *bars, Sm90Ring &sr,
                                                 unsigned bytes, int tile) {
-    const int s = sr.slot;
-    sm90_wait(wd, &bars->empty[s], sr.phase ^ 1u, tile);
+    const int s = sr.slot();
+    sm90_wait(wd, &bars->empty[s], sr.phase() ^ 1u, tile);
     mok_mbar_arrive_expect_tx(&bars->full[s], bytes);
     sr.next(STAGES);
     return s;
@@ -311,8 +319,8 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
     constexpr int step_a = TA ? 128 : 2, step_b = TB ? 128 : 2; /* per 16-wide K step, in 16-byte units */
     int prev = -1;
     for (int kb = 0; kb < KB; kb++) {
-        const int s = sr.slot;
-        sm90_wait(wd, &sm.bars->full[s], sr.phase, tile);
+        const int s = sr.slot();
+        sm90_wait(wd, &sm.bars->full[s], sr.phase(), tile);
         unsigned char *a = sm.a + s * Smem::A_BYTES, *b = sm.b + s * Smem::B_BYTES;
         /* other geometries pass k_tail = 64: their K tails are TMA's zero fill (3D maps) */
         if constexpr ((TA || TB) && std::is_same<Smem, Sm90Smem>::value)
@@ -344,8 +352,8 @@ template <class Smem>
 __device__ __forceinline__ void sm90_skip_task(const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int KB, int tile,
                                                unsigned *done, unsigned *done_all = nullptr) {
     for (int kb = 0; kb < KB; kb++) {
-        sm90_wait(wd, &sm.bars->full[sr.slot], sr.phase, tile);
-        mok_mbar_arrive(&sm.bars->empty[sr.slot]);
+        sm90_wait(wd, &sm.bars->full[sr.slot()], sr.phase(), tile);
+        mok_mbar_arrive(&sm.bars->empty[sr.slot()]);
         sr.next(Smem::STAGES);
     }
     if ((threadIdx.x & 127) != 0) return;
