@@ -42,7 +42,7 @@ comma := ,
 LDFLAGS := -fopenmp $(if $(filter 1,$(SAN)),-fsanitize=address$(comma)undefined)
 
 NVCCFLAGS := -std=c++17 -O3 -gencode=arch=$(subst sm_,compute_,$(ARCH)),code=$(ARCH) -lineinfo \
-             -Xptxas --warn-on-spills -Xcompiler -Wall -Isrc $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
+             -Xptxas -v,--warn-on-spills -Xcompiler -Wall -Isrc $(if $(filter-out /usr/include,$(NCCL_INC)),-I$(NCCL_INC))
 # The host code learns the build's compute capability (sm_90a -> 90, sm_100a -> 100) to refuse a
 # GPU the kernels cannot run on (src/gpu/device.c): 'a' targets load on that capability only.
 BUILD_CC := $(patsubst sm_%a,%,$(ARCH))
@@ -94,9 +94,12 @@ $(BUILD)/%.f64.o: %.c $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DMOKC_F64 -MMD -MP -c $< -o $@
 
+# ptxas's resource report of each function (registers, stack frame, spills) is kept beside its
+# object in X.cu.o.ptxas (tests/test_kernel_report.c reads it); nvcc's other messages are shown.
 $(BUILD)/%.cu.o: %.cu $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@ 2> $@.ptxas; rc=$$?; \
+	  grep -v '^ptxas info    :\|^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
 
 # Test suites are found by their TEST_SUITE(name, ...) line; the runner gets the list generated.
 $(BUILD)/tests/suites.h: $(TEST_SRCS) $(BUILD)/flags
@@ -119,9 +122,9 @@ $(BUILD)/src/main.o: $(BUILD)/gen/version.h
 $(BUILD)/tests/runner.o: CFLAGS += -I$(BUILD)/tests
 $(BUILD)/tests/runner.o: $(BUILD)/tests/suites.h
 
-# Rebuild everything when the flags change (NO_CUDA, ARCH, SAN). BASE_FLAGS is fixed before any
+# Rebuild everything when the flags change (NO_CUDA, ARCH, SAN, nvcc's). BASE_FLAGS is fixed before any
 # per-target addition, so the record does not depend on which target made it.
-BASE_FLAGS := $(CFLAGS) $(WITH_CUDA) $(ARCH)
+BASE_FLAGS := $(CFLAGS) $(WITH_CUDA) $(ARCH) $(NVCCFLAGS)
 $(BUILD)/flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(BASE_FLAGS)' | cmp -s - $@ || echo '$(BASE_FLAGS)' > $@

@@ -78,6 +78,16 @@ int test_prepare_corpus(const char *dir, double val_fraction) {
     return -1;
 }
 
+char *test_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) s[fread(s, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return s;
+}
+
 int test_write_file(const char *path, const char *fmt, ...) {
     FILE *f = fopen(path, "w");
     if (!f) {

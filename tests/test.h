@@ -38,6 +38,8 @@ int test_read_metric(const char *path, const char *key, double *values, int max)
 /* Runs `mokc prepare --text LICENSE --out DIR/corpus.h5 --val-fraction F` (F > 0: DIR/corpus-val.h5
  * too), the fixed corpus of the end-to-end tests; returns 0, or records a failure and returns -1. */
 int test_prepare_corpus(const char *dir, double val_fraction);
+/* The whole file at path, NUL-terminated (malloc'ed: the caller frees it), or NULL if it cannot be read. */
+char *test_read_text(const char *path);
 /* Writes printf-formatted text to path (a spec, a config); returns 0, or records a failure and
  * returns -1. */
 int test_write_file(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -6,21 +6,8 @@
 #include "config.h"
 #include "test.h"
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
-
 static void test_readme_config_reference_is_current(void) {
-    char *readme = read_file("README.md");
+    char *readme = test_read_text("README.md");
     CHECK_MSG(readme != NULL, "README.md not found (tests run from the repository root)");
     if (!readme) return;
     char *ref = NULL;
