@@ -36,12 +36,21 @@ __device__ __forceinline__ int bwd_total(const MokBwdParams &p, int MT) {
     return MT * (bwd_nA(p) + bwd_nX(p)) + p.El * (bwd_nWd(p) + bwd_nWg(p));
 }
 
+/* Local expert el's first owner row and row count. */
+__device__ __forceinline__ void sm90_expert_rows(const MokBwdParams &p, int el, int &rs, int &cnt) {
+    const int *eo = p.expert_offset_all + p.e0;
+    rs = eo[el] - eo[0];
+    cnt = eo[el + 1] - eo[el];
+}
+
 struct Sm90BwdTask {
     int t;                 /* the ticket; -1: the end (the task ring's message) */
     int kind, idx, mi, ni; /* idx: the M tile (dgrad, dx) or the local expert (wdown, wgu) */
+    Sm90TileRows rows;     /* M tile idx's rows, or expert idx's (r0: its first row, nrows: its count) */
 };
 
-/* The task behind ticket t: all dgrad, then wdown, then dx, then wgu (topological order). */
+/* The task behind ticket t: all dgrad, then wdown, then dx, then wgu (topological order), with its
+ * rows from the schedule. */
 __device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int MT, int t) {
     Sm90BwdTask k;
     k.t = t;
@@ -51,21 +60,17 @@ __device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int 
     if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
         const int n = k.kind == BWD_DGRAD ? bwd_nA(p) : bwd_nX(p);
         k.idx = u / n, k.mi = 0, k.ni = u - k.idx * n;
+        mok_tile_rows(p, k.idx, k.rows.el, k.rows.r0, k.rows.nrows);
     } else {
         const int n = k.kind == BWD_WDOWN ? (p.C + 255) / 256 : (p.I + 127) / 128;
         const int per = k.kind == BWD_WDOWN ? bwd_nWd(p) : bwd_nWg(p);
         k.idx = u / per;
         const int r = u - k.idx * per;
         k.mi = r / n, k.ni = r - (r / n) * n;
+        k.rows.el = k.idx;
+        sm90_expert_rows(p, k.idx, k.rows.r0, k.rows.nrows);
     }
     return k;
-}
-
-/* Local expert el's first owner row and row count. */
-__device__ __forceinline__ void sm90_expert_rows(const MokBwdParams &p, int el, int &rs, int &cnt) {
-    const int *eo = p.expert_offset_all + p.e0;
-    rs = eo[el] - eo[0];
-    cnt = eo[el + 1] - eo[el];
 }
 
 /* Producer: waits until every M tile of expert el has `ctr` >= expected. */
@@ -109,7 +114,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
     const int total = bwd_total(p, MT), KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
     for (;;) {
         const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
-        const Sm90BwdTask k = t < total ? sm90_bwd_task(p, MT, t) : Sm90BwdTask{-1, 0, 0, 0, 0};
+        const Sm90BwdTask k = t < total ? sm90_bwd_task(p, MT, t) : Sm90BwdTask{-1, 0, 0, 0, 0, {0, 0, 0}};
         sm90_send_task(wd, sm.bars, tr, k);
         if (k.t < 0) return;
         const long long tw = TRACE ? mok_globaltimer() : 0;
@@ -122,8 +127,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
                          MOK_ROLE_BWD_WAIT_SWIGLU, t, k.idx);
             if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.kind] += mok_globaltimer() - tw;
             mok_fence_proxy_async_global();
-            int el, r0, nrows;
-            mok_tile_rows(p, k.idx, el, r0, nrows);
+            const int el = k.rows.el, r0 = k.rows.r0, nrows = k.rows.nrows;
             const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
             /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
             const bool half = nrows <= 64;
@@ -142,8 +146,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
             continue;
         }
         /* weight gradients: K runs over the expert's rows */
-        int rs, cnt;
-        sm90_expert_rows(p, k.idx, rs, cnt);
+        const int rs = k.rows.r0, cnt = k.rows.nrows;
         if (cnt == 0) continue;
         if (k.kind == BWD_WDOWN) sm90_wgrad_ready<0>(p, ready, t, k.idx, MT);
         else sm90_wgrad_ready<1>(p, ready, t, k.idx, MT);
@@ -187,20 +190,17 @@ __device__ __forceinline__ void sm90_dgrad_fetch(const MokBwdParams &p, __nv_bfl
     mok_cp_async_commit();
 }
 
-/* dgrad epilogue of consumer w, in four 64-column parts: the saved pre_gate and pre_up of the
- * part in the staging (sm90_dgrad_fetch; part 0's issued by the caller during the main loop, after
- * sm90_staging_acquire, each next part's while this one is computed), dh (fp32, in acc) through
- * the SwiGLU backward in place there (each thread rewrites the pairs it read), then dpg and dpu
- * out (by TMA, a 64 x 64 box each, where the consumer has all 64 rows; else from registers: TMA
- * clips a box only at the tensor's edge); then the signal once they have landed. acc is only
- * read: wgmma accumulators written outside the MMAs serialize every wgmma of the kernel (ptxas
+/* dgrad epilogue of consumer w (its rows r0.. r0 + nrows of M tile mt), in four 64-column parts: the saved pre_gate and
+ * pre_up of the part in the staging (sm90_dgrad_fetch; part 0's issued by the caller during the main loop, after
+ * sm90_staging_acquire, each next part's while this one is computed), dh (fp32, in acc) through the SwiGLU backward in
+ * place there (each thread rewrites the pairs it read), then dpg and dpu out (by TMA, a 64 x 64 box each, where the
+ * consumer has all 64 rows; else from registers: TMA clips a box only at the tensor's edge); then the signal once they
+ * have landed. acc is only read: wgmma accumulators written outside the MMAs serialize every wgmma of the kernel (ptxas
  * C7520), and loading the saved values into registers spills. */
 __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const Sm90BwdMaps &tm,
                                                     const float (&acc)[128], __nv_bfloat16 *stg_base, int w, int mt,
-                                                    int nt, unsigned long long *tr) {
+                                                    int r0, int nrows, int nt, unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
-    int r0, nrows;
-    sm90_consumer_rows(p, w, mt, r0, nrows);
     const int tid = threadIdx.x & 127;
     const bool by_tma = nrows >= 64; /* else register stores: TMA clips a box only at the tensor's edge */
     static_assert(2 * 64 * 128 <= SM90_STG_ELEMS, "two half tiles fit in a consumer's staging");
@@ -373,7 +373,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
             int r0, nrows;
-            sm90_consumer_rows(p, w, k.idx, r0, nrows);
+            sm90_consumer_rows(w, k.rows, r0, nrows);
             if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
                 const bool dg = k.kind == BWD_DGRAD;
                 sm90_skip_task(wd, sm, sr, KB, t, dg ? p.dpg_done + k.idx : nullptr,
@@ -387,15 +387,14 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                     sm90_dgrad_fetch(p, stg, r0, nrows, k.ni, 0);
                 });
                 clock.mma_done();
-                sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, k.ni, clock.epilogue_trace());
+                sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, r0, nrows, k.ni, clock.epilogue_trace());
             } else {
                 sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t, [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
                 clock.mma_done();
                 sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.ni * 256, p.y_off);
             }
         } else {
-            int rs, cnt;
-            sm90_expert_rows(p, k.idx, rs, cnt);
+            const int cnt = k.rows.nrows;
             if (cnt == 0 && !p.overwrite) {
                 clock.skipped();
                 continue;

@@ -56,6 +56,7 @@ typedef struct {
 struct Sm90FwdTask {
     int t; /* the ticket; -1: the end (the task ring's message) */
     int down, mt, nt;
+    Sm90TileRows rows; /* M tile mt's (the producer's mok_tile_rows) */
 };
 struct Sm90FwdOrder {
     int MT, G, nI, nC; /* M tiles, tiles a group, gate/up and down tasks per M tile */
@@ -107,7 +108,8 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
     Sm90Ring sr = {0}, tr = {0};
     for (;;) {
         const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
-        const Sm90FwdTask k = t < o.total ? sm90_fwd_task(t, o) : Sm90FwdTask{-1, 0, 0, 0};
+        Sm90FwdTask k = t < o.total ? sm90_fwd_task(t, o) : Sm90FwdTask{-1, 0, 0, 0, {0, 0, 0}};
+        if (k.t >= 0) mok_tile_rows(p, k.mt, k.rows.el, k.rows.r0, k.rows.nrows);
         sm90_send_task(wd, sm.bars, tr, k);
         if (k.t < 0) return;
         const long long tw = TRACE ? mok_globaltimer() : 0;
@@ -119,8 +121,7 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
                      MOK_ROLE_GATEUP_WAIT_DISPATCH, t, k.mt);
         if (TRACE) sm.bars->trace[MOK_TRACE_PRODUCER + k.down] += mok_globaltimer() - tw;
         mok_fence_proxy_async_global();
-        int el, r0, nrows;
-        mok_tile_rows(p, k.mt, el, r0, nrows);
+        const int el = k.rows.el, r0 = k.rows.r0, nrows = k.rows.nrows;
         const int K = k.down ? p.I : p.C, N = k.down ? p.C : p.I, KB = (K + SM90_BK - 1) / SM90_BK;
         /* a tile of at most 64 rows loads half of A's box, and only consumer 0 multiplies */
         const bool half = nrows <= 64;
@@ -145,20 +146,19 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
     }
 }
 
-/* Gate/up epilogue of consumer w (rows 64w.. of M tile mt): pre_gate and pre_up rounded to bf16
- * into the two halves of its staging and stored when kept, then h = silu(pre_gate) * pre_up from
- * those rounded values (as kernels/swiglu.cu) in place of pre_gate, and stored; then the signal.
- * A consumer with all 64 rows stores by TMA (two 64 x 64 boxes a matrix, from one thread; h's
- * writes complete before the signal, the down tasks read it by TMA); one with fewer stores from
- * registers (TMA clips a box only at the tensor's edge, and the next expert's rows follow).
- * h is computed from the staging, not from the accumulators: with all 128 of them live, ptxas
- * either serialises the 64 elements or spills. */
+/* Gate/up epilogue of consumer w (rows 64w.. of M tile mt, whose rows the task carries): pre_gate and pre_up rounded to
+ * bf16 into the two halves of its staging and stored when kept, then h = silu(pre_gate) * pre_up from those rounded
+ * values (as kernels/swiglu.cu) in place of pre_gate, and stored; then the signal. A consumer with all 64 rows stores
+ * by TMA (two 64 x 64 boxes a matrix, from one thread; h's writes complete before the signal, the down tasks read it by
+ * TMA); one with fewer stores from registers (TMA clips a box only at the tensor's edge, and the next expert's rows
+ * follow). h is computed from the staging, not from the accumulators: with all 128 of them live, ptxas either
+ * serialises the 64 elements or spills. */
 __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, const Sm90FwdMaps &tm,
                                                      const float (&acc)[128], __nv_bfloat16 *stg, int w, int mt,
-                                                     int nt, unsigned long long *tr) {
+                                                     const Sm90TileRows &rows, int nt, unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
     int r0, nrows;
-    sm90_consumer_rows(p, w, mt, r0, nrows);
+    sm90_consumer_rows(w, rows, r0, nrows);
     const int col0 = nt * 128, tid = threadIdx.x & 127;
     const bool by_tma = nrows >= 64;
     __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
@@ -250,7 +250,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         const int t = k.t;
         const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
         int r0, nrows;
-        sm90_consumer_rows(p, w, k.mt, r0, nrows);
+        sm90_consumer_rows(w, k.rows, r0, nrows);
         if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
             sm90_skip_task(wd, sm, sr, KB, t, k.down ? nullptr : p.gu_done + k.mt);
             continue;
@@ -262,7 +262,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         } else {
             sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
             clock.mma_done();
-            sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, k.nt, clock.epilogue_trace());
+            sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, k.rows, k.nt, clock.epilogue_trace());
         }
         clock.done(k.down);
     }

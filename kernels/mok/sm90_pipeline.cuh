@@ -361,14 +361,18 @@ __device__ __forceinline__ void sm90_skip_task(const Sm90Watch &wd, const Smem &
     if (done_all) mok_red_release(done_all, 1u);
 }
 
-/* Consumer w's rows of M tile mt: the first local row and how many are valid (<= 0 when the tile
+/* The rows of a task's tile as the producer read them from the schedule (mok_tile_rows; the
+ * backward's weight-gradient tasks: the expert's rows), handed to the consumers in the task so
+ * that they do not search the schedule again: local expert el, first local row r0, nrows rows. */
+struct Sm90TileRows {
+    int el, r0, nrows;
+};
+
+/* Consumer w's rows of a tile: the first local row and how many are valid (<= 0 when the tile
  * ends before them). */
-template <class P>
-__device__ __forceinline__ void sm90_consumer_rows(const P &p, int w, int mt, int &r0, int &nrows) {
-    int el;
-    mok_tile_rows(p, mt, el, r0, nrows);
-    r0 += 64 * w;
-    nrows -= 64 * w;
+__device__ __forceinline__ void sm90_consumer_rows(int w, const Sm90TileRows &rows, int &r0, int &nrows) {
+    r0 = rows.r0 + 64 * w;
+    nrows = rows.nrows - 64 * w;
 }
 
 /* Consumer w's staging (SM90_STG_ELEMS at sm.stg + w * SM90_STG_ELEMS), used two ways. Half tiles
