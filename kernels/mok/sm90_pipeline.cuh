@@ -257,11 +257,16 @@ __device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90BarsT<S
  * stage's A panels and B panels (MN-major operands only), make the writes visible to wgmma, and
  * wait for each other. */
 __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char *b, int valid) {
-    const int tid = threadIdx.x - 128, lines = 64 - valid;
-    for (int v = tid; v < 6 * lines * 8; v += 256) {
-        const int panel = v / (lines * 8), rest = v - panel * lines * 8, line = valid + rest / 8, chunk = rest & 7;
-        unsigned char *base = panel < 2 ? a + panel * SM90_PANEL_BYTES : b + (panel - 2) * SM90_PANEL_BYTES;
-        *reinterpret_cast<int4 *>(base + line * 128 + chunk * 16) = make_int4(0, 0, 0, 0);
+    /* a panel's lines [valid, 64) are its bytes [128 valid, 8192): a thread zeroes one 16-byte chunk
+     * of that range in all six panels at a time (no division; the panels' offsets are constants) */
+    const int4 zero = make_int4(0, 0, 0, 0);
+    for (int c = 8 * valid + (int)threadIdx.x - 128; c < SM90_PANEL_BYTES / 16; c += 256) {
+#pragma unroll
+        for (int panel = 0; panel < 2; panel++)
+            *reinterpret_cast<int4 *>(a + panel * SM90_PANEL_BYTES + 16 * c) = zero;
+#pragma unroll
+        for (int panel = 0; panel < 4; panel++)
+            *reinterpret_cast<int4 *>(b + panel * SM90_PANEL_BYTES + 16 * c) = zero;
     }
     mok_fence_proxy_async_shared();
     sm90_named_sync(4, 256);
