@@ -146,7 +146,7 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
     }
 }
 
-/* Gate/up epilogue of consumer w (rows 64w.. of M tile mt, whose rows the task carries): pre_gate and pre_up rounded to
+/* Gate/up epilogue of consumer w (its rows r0.. r0 + nrows of M tile mt): pre_gate and pre_up rounded to
  * bf16 into the two halves of its staging and stored when kept, then h = silu(pre_gate) * pre_up from those rounded
  * values (as kernels/swiglu.cu) in place of pre_gate, and stored; then the signal. A consumer with all 64 rows stores
  * by TMA (two 64 x 64 boxes a matrix, from one thread; h's writes complete before the signal, the down tasks read it by
@@ -155,10 +155,8 @@ __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, c
  * serialises the 64 elements or spills. */
 __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, const Sm90FwdMaps &tm,
                                                      const float (&acc)[128], __nv_bfloat16 *stg, int w, int mt,
-                                                     const Sm90TileRows &rows, int nt, unsigned long long *tr) {
+                                                     int r0, int nrows, int nt, unsigned long long *tr) {
     Sm90Laps laps(tr); /* tr: the traced build's timekeeper only */
-    int r0, nrows;
-    sm90_consumer_rows(w, rows, r0, nrows);
     const int col0 = nt * 128, tid = threadIdx.x & 127;
     const bool by_tma = nrows >= 64;
     __nv_bfloat16 *sg = stg, *su = stg + 64 * 128; /* half tiles: gate, up */
@@ -262,7 +260,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
         } else {
             sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
             clock.mma_done();
-            sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, k.rows, k.nt, clock.epilogue_trace());
+            sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, r0, nrows, k.nt, clock.epilogue_trace());
         }
         clock.done(k.down);
     }
