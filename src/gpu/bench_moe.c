@@ -25,7 +25,8 @@
 
 static const char *bench_help =
     "usage: mokc bench moe --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--iters 20]\n"
-    "                      [--warmup 5] [--ep N] [--seed S] [--comm-blocks N] [--set key.path=value ...]\n"
+    "                      [--warmup 5] [--ep N] [--seed S] [--comm-blocks N] [--accumulate]\n"
+    "                      [--set key.path=value ...]\n"
     "       mokc bench moe --check --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--skew] [--set ...]\n"
     "\n"
     "Times one MoE layer (the model and moe sections of SPEC.json) on every rank's GPU: forward and\n"
@@ -45,14 +46,14 @@ static const char *bench_help =
     "graphs, alternating with the eager calls (fwd_graph_ms, fwdbwd_graph_ms), and reports the share\n"
     "of its GEMM rows that pad the experts' rows to whole M tiles (pad_share); --comm-blocks: its\n"
     "dispatch blocks. Timed backwards write the routed experts' gradients, as the first micro-batch of\n"
-    "a training step does.\n"
+    "a training step does; with --accumulate they add into them, as its later micro-batches do.\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
 typedef struct {
     const char *config;
     const char *impl;
-    int tokens, iters, warmup, ep, check, skew, comm_blocks;
+    int tokens, iters, warmup, ep, check, skew, comm_blocks, accumulate;
     unsigned long long seed;
     const char *sets[64]; /* --set key.path=value overrides of the spec */
     int n_sets;
@@ -91,6 +92,8 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
             a->check = 1;
         } else if (!strcmp(o, "--skew")) {
             a->skew = 1;
+        } else if (!strcmp(o, "--accumulate")) {
+            a->accumulate = 1;
         } else if (!v) {
             return usage("option '%s' needs a value", o);
         } else if (!strcmp(o, "--set")) {
@@ -230,14 +233,12 @@ static void layer_forward(Layer *L, cudaStream_t s) {
     moe_unfused_forward(L->y, &L->a, &L->work, L->x, L->x_bf16, &w, L->bias, L->N, s);
 }
 
-/* Both implementations' backward runs as in the first (or only) micro-batch of a training step:
- * the routed experts' gradients written, not added (MoeGpuGrads.overwrite_experts). */
-#define BENCH_OVERWRITE_EXPERTS 1
-
-static void layer_backward(Layer *L, double daux, cudaStream_t s) {
+/* overwrite: the routed experts' gradients written, as in the first (or only) micro-batch of a
+ * training step, else added into (MoeGpuGrads.overwrite_experts). */
+static void layer_backward(Layer *L, double daux, int overwrite, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], L->g[T_SGATE], L->g[T_SUP],
-                     L->g[T_SDOWN], BENCH_OVERWRITE_EXPERTS};
+                     L->g[T_SDOWN], overwrite};
     moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, L->x_bf16, &w, L->N, s);
 }
 
@@ -258,7 +259,7 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
     cudaCheck(cudaEventCreate(&e1));
     for (int it = 0; it < args->warmup; it++) {
         layer_forward(L, s);
-        layer_backward(L, daux, s);
+        layer_backward(L, daux, !args->accumulate, s);
     }
     cudaCheck(cudaStreamSynchronize(s));
     double *tf = callocCheck((size_t)args->iters, sizeof(double)), *tb = callocCheck((size_t)args->iters, sizeof(double));
@@ -276,7 +277,7 @@ static void time_layer(Layer *L, const BenchArgs *args, double daux, cudaStream_
         mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
         cudaCheck(cudaEventRecord(e0, s));
         layer_forward(L, s);
-        layer_backward(L, daux, s);
+        layer_backward(L, daux, !args->accumulate, s);
         cudaCheck(cudaEventRecord(e1, s));
         cudaCheck(cudaEventSynchronize(e1));
         float ms = 0;
@@ -342,7 +343,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     const MokStep t = {L, m, &sv, layer_weights(L),
                        (MoeGpuGrads){L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN],
                                      S ? L->g[T_SGATE] : NULL, S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL,
-                                     BENCH_OVERWRITE_EXPERTS},
+                                     !args->accumulate},
                        daux, s};
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
@@ -606,14 +607,14 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     Layer one, ep;
     layer_create(&one, &d1, world * N, NULL, 0, 0, 1.0f, args->skew, 1, args->seed, s);
     layer_forward(&one, s);
-    layer_backward(&one, daux, s);
+    layer_backward(&one, daux, 1, s);
     cudaCheck(cudaStreamSynchronize(s));
     /* this rank's share with EP = world */
     MoeGpuComms comms = {.ep = gc->ep, .stats = gc->world};
     layer_create(&ep, d_ep, N, &comms, (long)rank * N, (long)d_ep->ep_rank * El, (float)world, args->skew, 1,
                  args->seed, s);
     layer_forward(&ep, s);
-    layer_backward(&ep, daux, s);
+    layer_backward(&ep, daux, 1, s);
     cudaCheck(cudaStreamSynchronize(s));
 
     const long nx = (long)N * C, off = (long)rank * nx;
@@ -829,10 +830,10 @@ int cmd_bench(int argc, char **argv) {
             if (dist.rank == 0)
                 printf("{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                        "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"fwdbwd_tflops\": %.2f, "
-                       "\"acts_mib\": %.1f, \"work_mib\": %.1f}\n",
-                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, fwd, fb, tf_f,
-                       tf_fb, acts_mib, work_mib);
+                       "\"accumulate\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, "
+                       "\"fwdbwd_tflops\": %.2f, \"acts_mib\": %.1f, \"work_mib\": %.1f}\n",
+                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, args.accumulate, fwd,
+                       fb, tf_f, tf_fb, acts_mib, work_mib);
         }
         if (mok_ok) {
             MoeMok m;
@@ -860,12 +861,12 @@ int cmd_bench(int argc, char **argv) {
                 }
                 printf("{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                        "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"comm_blocks\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, \"fwd_tflops\": %s, "
+                       "\"comm_blocks\": %d, \"accumulate\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, \"fwd_tflops\": %s, "
                        "\"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
                        "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
                        "\"dispatch_gbs_per_gpu\": %.1f, \"pad_share\": %.4f, \"mok_mib\": %.1f}\n",
                        shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm,
-                       ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
+                       args.accumulate, ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
                        ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH], tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH],
                        gbs, pad, mok_mib);
                 if (mt[MOK_T_FWDBWD] > 0) {
