@@ -156,12 +156,19 @@ static void not_built_yet(void) {
     const char *const which[] = {"needs a benchmark", NULL};
     Run r = expect_run_at(__FILE__, __LINE__, "bench", 2, which);
     run_free(&r);
+    const char *const misspelt[] = {"unknown option '--acumulate'", NULL}; /* not "needs a value" */
+    r = expect_run_at(__FILE__, __LINE__, "bench moe --config configs/tiny.json --acumulate", 2, misspelt);
+    run_free(&r);
     int gpus = system("nvidia-smi -L >/dev/null 2>&1") == 0;
-    if (!gpus) { /* without a GPU the benchmark says so instead of printing numbers */
+    if (!gpus) { /* without a GPU the benchmark says so instead of printing numbers (its flags parsed first) */
         const char *const no_gpu[] = {"no GPU", NULL};
-        r = expect_run_at(__FILE__, __LINE__, "bench moe --config configs/tiny.json", 1, no_gpu);
-        CHECK_MSG(r.out[0] == 0, "`mokc bench moe` printed on stdout without a GPU: %s", r.out);
-        run_free(&r);
+        const char *const benches[] = {"bench moe --config configs/tiny.json",
+                                       "bench moe --config configs/tiny.json --accumulate --comm-blocks 4"};
+        for (int i = 0; i < 2; i++) {
+            r = expect_run_at(__FILE__, __LINE__, benches[i], 1, no_gpu);
+            CHECK_MSG(r.out[0] == 0, "`mokc %s` printed on stdout without a GPU: %s", benches[i], r.out);
+            run_free(&r);
+        }
     }
 }
 

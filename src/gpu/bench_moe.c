@@ -76,6 +76,15 @@ static int parse_int(const char *s, int lo, int *out) {
     return 1;
 }
 
+/* Whether o is one of the options that take a value. */
+static int takes_value(const char *o) {
+    static const char *const with_value[] = {"--set",  "--config", "--impl", "--tokens", "--iters",
+                                             "--warmup", "--comm-blocks", "--ep", "--seed"};
+    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+        if (!strcmp(o, with_value[i])) return 1;
+    return 0;
+}
+
 /* Returns -1 when the arguments are fine, else the exit code. */
 static int parse_args(int argc, char **argv, BenchArgs *a) {
     memset(a, 0, sizeof *a);
@@ -94,6 +103,8 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
             a->skew = 1;
         } else if (!strcmp(o, "--accumulate")) {
             a->accumulate = 1;
+        } else if (!takes_value(o)) {
+            return usage("unknown option '%s' for `mokc bench moe`", o);
         } else if (!v) {
             return usage("option '%s' needs a value", o);
         } else if (!strcmp(o, "--set")) {
@@ -125,8 +136,6 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
             if (!parse_int(v, 0, &s)) return usage("--seed needs an integer >= 0, not '%s'", v);
             a->seed = (unsigned long long)s;
             i++;
-        } else {
-            return usage("unknown option '%s' for `mokc bench moe`", o);
         }
     }
     if (!a->config) return usage("%s", "--config SPEC.json is required");
