@@ -76,68 +76,57 @@ static int parse_int(const char *s, int lo, int *out) {
     return 1;
 }
 
-/* Whether o is one of the options that take a value. */
-static int takes_value(const char *o) {
-    static const char *const with_value[] = {"--set",  "--config", "--impl", "--tokens", "--iters",
-                                             "--warmup", "--comm-blocks", "--ep", "--seed"};
-    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
-        if (!strcmp(o, with_value[i])) return 1;
-    return 0;
-}
-
 /* Returns -1 when the arguments are fine, else the exit code. */
 static int parse_args(int argc, char **argv, BenchArgs *a) {
     memset(a, 0, sizeof *a);
     a->impl = "all";
     a->iters = 20;
     a->warmup = 5;
-    a->seed = 1234;
+    int seed = 1234;
+    /* the options with an integer value (as bench gemm's); --set, --config and --impl take text */
+    const struct {
+        const char *name;
+        int *dst, min;
+    } ints[] = {{"--tokens", &a->tokens, 1},           {"--iters", &a->iters, 1}, {"--warmup", &a->warmup, 0},
+                {"--comm-blocks", &a->comm_blocks, 1}, {"--ep", &a->ep, 1},       {"--seed", &seed, 0}};
+    const int n_ints = (int)(sizeof ints / sizeof ints[0]);
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             if (dist_launcher_rank() == 0) fputs(bench_help, stdout);
             return 0;
-        } else if (!strcmp(o, "--check")) {
-            a->check = 1;
-        } else if (!strcmp(o, "--skew")) {
-            a->skew = 1;
-        } else if (!strcmp(o, "--accumulate")) {
-            a->accumulate = 1;
-        } else if (!takes_value(o)) {
-            return usage("unknown option '%s' for `mokc bench moe`", o);
-        } else if (!v) {
-            return usage("option '%s' needs a value", o);
+        }
+        int *flag = !strcmp(o, "--check") ? &a->check : !strcmp(o, "--skew") ? &a->skew
+                                                    : !strcmp(o, "--accumulate") ? &a->accumulate : NULL;
+        if (flag) {
+            *flag = 1;
+            continue;
+        }
+        int k = 0;
+        while (k < n_ints && strcmp(o, ints[k].name)) k++;
+        const int text = !strcmp(o, "--set") || !strcmp(o, "--config") || !strcmp(o, "--impl");
+        if (k == n_ints && !text) return usage("unknown option '%s' for `mokc bench moe`", o);
+        if (!v) return usage("option '%s' needs a value", o);
+        i++;
+        if (k < n_ints) {
+            if (!parse_int(v, ints[k].min, ints[k].dst)) {
+                char fmt[80];
+                snprintf(fmt, sizeof fmt, "%s needs %s, not '%%s'", o,
+                         ints[k].min > 0 ? "a positive integer" : "an integer >= 0");
+                return usage(fmt, v);
+            }
         } else if (!strcmp(o, "--set")) {
             if (a->n_sets == 64) return usage("%s", "at most 64 --set options");
-            a->sets[a->n_sets++] = v, i++;
+            a->sets[a->n_sets++] = v;
         } else if (!strcmp(o, "--config")) {
-            a->config = v, i++;
-        } else if (!strcmp(o, "--impl")) {
-            a->impl = v, i++;
+            a->config = v;
+        } else { /* --impl */
+            a->impl = v;
             if (strcmp(v, "unfused") && strcmp(v, "mok") && strcmp(v, "all"))
                 return usage("--impl must be unfused, mok or all, not '%s'", v);
-        } else if (!strcmp(o, "--tokens")) {
-            if (!parse_int(v, 1, &a->tokens)) return usage("--tokens needs a positive integer, not '%s'", v);
-            i++;
-        } else if (!strcmp(o, "--iters")) {
-            if (!parse_int(v, 1, &a->iters)) return usage("--iters needs a positive integer, not '%s'", v);
-            i++;
-        } else if (!strcmp(o, "--warmup")) {
-            if (!parse_int(v, 0, &a->warmup)) return usage("--warmup needs an integer >= 0, not '%s'", v);
-            i++;
-        } else if (!strcmp(o, "--comm-blocks")) {
-            if (!parse_int(v, 1, &a->comm_blocks)) return usage("--comm-blocks needs a positive integer, not '%s'", v);
-            i++;
-        } else if (!strcmp(o, "--ep")) {
-            if (!parse_int(v, 1, &a->ep)) return usage("--ep needs a positive integer, not '%s'", v);
-            i++;
-        } else if (!strcmp(o, "--seed")) {
-            int s = 0;
-            if (!parse_int(v, 0, &s)) return usage("--seed needs an integer >= 0, not '%s'", v);
-            a->seed = (unsigned long long)s;
-            i++;
         }
     }
+    a->seed = (unsigned long long)seed;
     if (!a->config) return usage("%s", "--config SPEC.json is required");
     return -1;
 }
