@@ -22,7 +22,7 @@ typedef struct {
     Sm90Panels dyr_mn, dpg_mn, dpu_mn; /* B of wdown (4 panels a box), wgu (2 of dpg, 2 of dpu) */
     CUtensorMap w_down_k, w_gate_k, w_up_k;     /* (El, I, C), (El, C, I) x 2 */
     CUtensorMap g_down, g_gate, g_up;           /* fp32 gradients, as the weights: TMA stores */
-    int g_tma; /* the gradients are written (not added) and 16-byte aligned: by TMA stores */
+    int g_tma; /* the gradients are 16-byte aligned: by TMA (stores, and loads where they are added) */
 } Sm90BwdMaps;
 
 enum { BWD_DGRAD = 0, BWD_WDOWN = 1, BWD_DX = 2, BWD_WGU = 3 };
@@ -278,9 +278,12 @@ __device__ __forceinline__ void sm90_epilogue_dgrad(const MokBwdParams &p, const
     laps.lap(3);
 }
 
-/* Weight-gradient epilogue of consumer w: g[m][col(c)] (+)= acc for rows m = m0 + (its 64 rows) < M
+/* Weight-gradient epilogue of consumer w by register stores, where the gradients are not 16-byte
+ * aligned (else sm90_epilogue_wgrad_tma): g[m][col(c)] (+)= acc for rows m = m0 + (its 64 rows) < M
  * (added, or written when overwrite; zeros for an expert without rows: rows == 0); column
- * c < 256 of the task goes to g_lo (c < split) at n0 + c or g_hi at n0 + c - split, < N. */
+ * c < 256 of the task goes to g_lo (c < split) at n0 + c or g_hi at n0 + c - split, < N. Each add
+ * waits for its load (the compiler cannot tell the addresses apart): slow, 3.8x the Kimi-like
+ * backward kernel's time when all gradients came here (s17). */
 __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int rows, int overwrite, int w, int m0, int M,
                                                     float *g_lo, float *g_hi, int split, int n0, int N) {
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
@@ -291,41 +294,76 @@ __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int
             const int m = m0 + 64 * w + ra + 8 * half, c = 8 * i + t2;
             const int hi = c >= split, n = n0 + c - (hi ? split : 0);
             if (m >= M || n >= N) continue;
-            float2 *dst = reinterpret_cast<float2 *>((hi ? g_hi : g_lo) + (size_t)m * N + n);
-            float2 v = make_float2(0.0f, 0.0f);
-            if (rows > 0) v = make_float2(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
+            /* floats, not pairs: only gradients that are not 16-byte aligned come here, maybe not 8 either */
+            float *dst = (hi ? g_hi : g_lo) + (size_t)m * N + n;
+            float x = 0.0f, y = 0.0f;
+            if (rows > 0) x = acc[4 * i + 2 * half], y = acc[4 * i + 2 * half + 1];
             if (!overwrite) {
-                const float2 old = *dst;
-                v.x += old.x;
-                v.y += old.y;
+                x += dst[0];
+                y += dst[1];
             }
-            *dst = v;
+            dst[0] = x;
+            dst[1] = y;
         }
 }
 
-/* Weight-gradient epilogue of consumer w when the gradients are written, not added (a step's first
- * micro-batch): its 64 rows x 256 columns of fp32 go out in four parts of 64 columns, each two
- * 128-byte swizzled boxes of 64 rows x 32 columns (8 KB) that lanes 0-1 of its warp 0 send by TMA
- * stores. The parts alternate between the two halves of the staging, so a part is written while
- * the previous one is read out, and the last ones drain while the next task's main loop runs
- * (where the register stores of sm90_epilogue_wgrad hold the consumer until the memory system
- * takes them). Column c of the task goes to map lo (c < split) at n0 + c, or hi at
- * n0 + c - split; TMA clips rows >= M and columns >= N. Zeros for an expert without rows. */
+/* Weight-gradient epilogue of consumer w by TMA (the gradients 16-byte aligned): its 64 rows x 256
+ * columns of fp32 go out in four parts of 64 columns, each two 128-byte swizzled boxes of 64 rows x
+ * 32 columns (8 KB) that lanes 0-1 of its warp 0 send by TMA stores. The parts alternate between the
+ * two halves of the staging, so a part is written while the previous one is read out, and the last
+ * ones drain while the next task's main loop runs (where the register stores of sm90_epilogue_wgrad
+ * hold the consumer until the memory system takes them: 4 ms more on the Kimi-like backward, s17).
+ * Column c of the task goes to map lo (c < split) at n0 + c, or hi at n0 + c - split; TMA clips rows
+ * >= M and columns >= N. Zeros for an expert without rows. Where the gradients are added into (ADD),
+ * each part's old values come into its half by TMA loads (parts 0 and 1 at the start, each next one
+ * as soon as its half is read out; bars->g_old[w][h]: half h's, completing twice a task), and each
+ * thread adds the values it then overwrites. ADD is a template parameter: a flag read at run time
+ * slowed the written case by 1 ms on the Kimi-like backward (s18). */
+template <bool ADD>
 __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w, int m0,
                                                         const CUtensorMap *lo, const CUtensorMap *hi, int split, int n0,
-                                                        int el, __nv_bfloat16 *stg_bf16) {
+                                                        int el, __nv_bfloat16 *stg_bf16, Sm90Bars *bars) {
     unsigned char *stg = reinterpret_cast<unsigned char *>(stg_bf16); /* 1024-byte aligned (sm90_setup) */
     static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "two halves of two fp32 boxes fit in a consumer's staging");
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    /* part q's box b: its map and first column */
+    auto box = [&](int q, int b, int &col) {
+        const int c = 64 * q + 32 * b;
+        const bool up = c >= split;
+        col = n0 + c - (up ? split : 0);
+        return up ? hi : lo;
+    };
+    auto load_old = [&](int q) { /* one thread: part q's old values into half q & 1 */
+        unsigned char *buf = stg + (q & 1) * 16384;
+        uint64_t *bar = &bars->g_old[w][q & 1];
+        mok_mbar_arrive_expect_tx(bar, 16384);
+        for (int b = 0; b < 2; b++) {
+            int col;
+            const CUtensorMap *map = box(q, b, col);
+            mok_tma_load_3d(buf + b * 8192, map, bar, col, m0 + 64 * w, el);
+        }
+    };
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         unsigned char *buf = stg + (part & 1) * 16384;
         if (part == 0) {
+            /* the staging's last generic writes (the dgrad epilogue's register-store path fences none)
+             * come before the TMA loads that overwrite it */
+            if (ADD) mok_fence_proxy_async_shared();
             sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
-        } else if (part >= 2) {     /* part - 2's stores, in this half, have read it */
+            if (ADD && tid == 0) load_old(0), load_old(1);
+        } else if (part >= 2) { /* part - 2's stores, in this half, have read it */
             if (tid < 2) mok_bulk_wait_read<1>();
             sm90_named_sync(2 + w, 128);
+            if (ADD && tid == 0) load_old(part);
         }
+        /* Each half's barrier completes twice a task (the four parts always run), hence the parity.
+         * Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
+         * the watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the
+         * wait instead (a trap, no record, where a load never lands) */
+        if (ADD)
+            for (unsigned spins = 0; !mok_mbar_try_wait(&bars->g_old[w][part & 1], (part >> 1) & 1);)
+                if (++spins == 1u << 30) asm volatile("trap;");
 #pragma unroll
         for (int i = 0; i < 8; i++)
 #pragma unroll
@@ -333,16 +371,22 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
                 /* column c of the part (accumulator column 64 part + c), in box c / 32; the 16-byte
                  * chunk j of row r of a box sits at j ^ (r & 7) (the map's 128-byte swizzle) */
                 const int r = ra + 8 * half, c = 8 * i + t2, a = 4 * (8 * part + i) + 2 * half;
-                const float2 v = rows > 0 ? make_float2(acc[a], acc[a + 1]) : make_float2(0.0f, 0.0f);
-                *reinterpret_cast<float2 *>(buf + (c >> 5) * 8192 + r * 128 + ((((c & 31) >> 2) ^ (r & 7)) << 4) +
-                                            (c & 3) * 4) = v;
+                float2 v = rows > 0 ? make_float2(acc[a], acc[a + 1]) : make_float2(0.0f, 0.0f);
+                float2 *at = reinterpret_cast<float2 *>(buf + (c >> 5) * 8192 + r * 128 +
+                                                        ((((c & 31) >> 2) ^ (r & 7)) << 4) + (c & 3) * 4);
+                if (ADD) {
+                    const float2 o = *at;
+                    v.x = o.x + v.x;
+                    v.y = o.y + v.y;
+                }
+                *at = v;
             }
         mok_fence_proxy_async_shared(); /* the TMA stores read it */
         sm90_named_sync(2 + w, 128);
         if (tid < 2) {
-            const int c = 64 * part + 32 * tid;
-            const bool up = c >= split;
-            mok_tma_store_3d(up ? hi : lo, buf + tid * 8192, n0 + c - (up ? split : 0), m0 + 64 * w, el);
+            int col;
+            const CUtensorMap *map = box(part, tid, col);
+            mok_tma_store_3d(map, buf + tid * 8192, col, m0 + 64 * w, el);
             mok_bulk_commit();
         }
     }
@@ -405,9 +449,11 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             /* wdown: 256 columns of g_down; wgu: 128 of g_gate, then the same 128 of g_up */
             const bool down = k.kind == BWD_WDOWN;
             const int split = down ? 256 : 128;
-            if (tm.g_tma)
-                sm90_epilogue_wgrad_tma(acc, cnt, w, k.mi * 128, down ? &tm.g_down : &tm.g_gate,
-                                        down ? &tm.g_down : &tm.g_up, split, k.ni * split, k.idx, stg);
+            const CUtensorMap *lo = down ? &tm.g_down : &tm.g_gate, *hi = down ? &tm.g_down : &tm.g_up;
+            if (tm.g_tma && p.overwrite)
+                sm90_epilogue_wgrad_tma<false>(acc, cnt, w, k.mi * 128, lo, hi, split, k.ni * split, k.idx, stg, sm.bars);
+            else if (tm.g_tma)
+                sm90_epilogue_wgrad_tma<true>(acc, cnt, w, k.mi * 128, lo, hi, split, k.ni * split, k.idx, stg, sm.bars);
             else
                 sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
                                     (down ? p.g_down : p.g_gate) + k.idx * CI, (down ? p.g_down : p.g_up) + k.idx * CI,
@@ -466,7 +512,7 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_encode(&tm.w_down_k, p.w_down, 3, p.C, p.I, p.El, 256);
     sm90_encode(&tm.w_gate_k, p.w_gate, 3, p.I, p.C, p.El, 256);
     sm90_encode(&tm.w_up_k, p.w_up, 3, p.I, p.C, p.El, 256);
-    tm.g_tma = p.overwrite && ((uintptr_t)p.g_down | (uintptr_t)p.g_gate | (uintptr_t)p.g_up) % 16 == 0;
+    tm.g_tma = ((uintptr_t)p.g_down | (uintptr_t)p.g_gate | (uintptr_t)p.g_up) % 16 == 0;
     if (tm.g_tma) {
         sm90_encode_f32(&tm.g_down, p.g_down, p.C, p.I, p.El);
         sm90_encode_f32(&tm.g_gate, p.g_gate, p.I, p.C, p.El);

@@ -52,6 +52,7 @@ template <int STAGES>
 struct Sm90BarsT {
     uint64_t full[STAGES], empty[STAGES];
     uint64_t task_full[2], task_empty[2];
+    uint64_t g_old[2][2]; /* the backward's added weight gradients: consumer w's old values in staging half h */
     alignas(16) int task[2][8]; /* the task ring: a kernel's decoded task (Sm90FwdTask, Sm90BwdTask) */
     int dispatch_part; /* the dispatch warps' current part of an M tile */
     int push_base;     /* the megakernels' expert_offset_all[e0]: the rank's first row in row_slot_all */
@@ -107,6 +108,8 @@ __device__ __forceinline__ Smem sm90_setup(unsigned char *raw, const int *push_b
         for (int i = 0; i < 2; i++) {
             mok_mbar_init(&s.bars->task_full[i], 1);
             mok_mbar_init(&s.bars->task_empty[i], 128 * Smem::CONSUMERS);
+            mok_mbar_init(&s.bars->g_old[i][0], 1);
+            mok_mbar_init(&s.bars->g_old[i][1], 1);
         }
         for (int i = 0; i < MOK_TRACE_SLOTS; i++) s.bars->trace[i] = 0;
         if (push_base) s.bars->push_base = *push_base;

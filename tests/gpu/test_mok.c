@@ -214,19 +214,30 @@ static void check_scaled(const Shape *s, const char *who, const Grads *dev, cons
 
 /* overwrite_experts: gradients that start as NaN are written (every element, zeros for an expert
  * without rows) equal to those added into zeros; a second backward that adds doubles them exactly.
- * backward(g) runs the layer's forward and backward into g. */
+ * With the routed experts' gradients 16-byte aligned, and where `unaligned`, also one float past
+ * that (the megakernel's TMA epilogue, then its register stores; not cuBLAS, whose kernels, and so
+ * its last bits, may change with the alignment). backward(g) runs the layer's forward and backward
+ * into g. */
 static void check_overwrite(const Shape *s, const char *who, const Grads *added,
-                            void (*backward)(MoeGpuGrads *g, void *ctx), void *ctx) {
+                            void (*backward)(MoeGpuGrads *g, void *ctx), void *ctx, int unaligned) {
     Grads G;
     grads_create(&G, s);
-    for (int t = G_GATE; t <= G_DOWN; t++) cudaCheck(cudaMemset(G.g[t], 0xff, (size_t)G.n[t] * sizeof(float)));
-    MoeGpuGrads g = grads_view(&G, s->S > 0);
-    g.overwrite_experts = 1;
-    backward(&g, ctx);
-    check_scaled(s, who, &G, added, 1.0f);
-    g.overwrite_experts = 0;
-    backward(&g, ctx);
-    check_scaled(s, who, &G, added, 2.0f);
+    for (int shift = 0; shift <= unaligned; shift++) {
+        Grads V = G; /* the view backward writes: grads_create's spare float holds the shift */
+        for (int t = G_GATE; t <= G_DOWN; t++) {
+            V.g[t] = G.g[t] + shift;
+            cudaCheck(cudaMemset(V.g[t], 0xff, (size_t)G.n[t] * sizeof(float)));
+        }
+        char name[96];
+        snprintf(name, sizeof name, "%s%s", who, shift ? " (gradients not 16-byte aligned)" : "");
+        MoeGpuGrads g = grads_view(&V, s->S > 0);
+        g.overwrite_experts = 1;
+        backward(&g, ctx);
+        check_scaled(s, name, &V, added, 1.0f);
+        g.overwrite_experts = 0;
+        backward(&g, ctx);
+        check_scaled(s, name, &V, added, 2.0f);
+    }
     grads_destroy(&G);
 }
 
@@ -287,8 +298,8 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
         check_grad(s, grad_names[t], run[1].g[t], run[0].g[t], run[0].n[t], 1);
     }
     BackwardCtx ctx = {P, a, w, &m, &sv, dy, run[1].dx, y, daux, N};
-    check_overwrite(s, "unfused overwrite", &ref, unfused_backward, &ctx);
-    check_overwrite(s, "mok overwrite", &run[0], mok_backward, &ctx);
+    check_overwrite(s, "unfused overwrite", &ref, unfused_backward, &ctx, 0);
+    check_overwrite(s, "mok overwrite", &run[0], mok_backward, &ctx, 1);
     cudaCheck(cudaFree(y));
     cudaCheck(cudaFree(dy));
     grads_destroy(&ref);
