@@ -307,55 +307,71 @@ __device__ __forceinline__ void sm90_epilogue_wgrad(const float (&acc)[128], int
         }
 }
 
-/* Weight-gradient epilogue of consumer w by TMA (the gradients 16-byte aligned): its 64 rows x 256
- * columns of fp32 go out in four parts of 64 columns, each two 128-byte swizzled boxes of 64 rows x
- * 32 columns (8 KB) that lanes 0-1 of its warp 0 send by TMA stores. The parts alternate between the
- * two halves of the staging, so a part is written while the previous one is read out, and the last
- * ones drain while the next task's main loop runs (where the register stores of sm90_epilogue_wgrad
- * hold the consumer until the memory system takes them: 4 ms more on the Kimi-like backward, s17).
- * Column c of the task goes to map lo (c < split) at n0 + c, or hi at n0 + c - split; TMA clips rows
- * >= M and columns >= N. Zeros for an expert without rows. Where the gradients are added into (ADD),
- * each part's old values come into its half by TMA loads (parts 0 and 1 at the start, each next one
- * as soon as its half is read out; bars->g_old[w][h]: half h's, completing twice a task), and each
- * thread adds the values it then overwrites. ADD is a template parameter: a flag read at run time
- * slowed the written case by 1 ms on the Kimi-like backward (s18). */
-template <bool ADD>
-__device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w, int m0,
-                                                        const CUtensorMap *lo, const CUtensorMap *hi, int split, int n0,
-                                                        int el, __nv_bfloat16 *stg_bf16, Sm90Bars *bars) {
-    unsigned char *stg = reinterpret_cast<unsigned char *>(stg_bf16); /* 1024-byte aligned (sm90_setup) */
-    static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "two halves of two fp32 boxes fit in a consumer's staging");
-    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
-    /* part q's box b: its map and first column */
-    auto box = [&](int q, int b, int &col) {
+/* Where consumer w's 64 x 256 fp32 weight-gradient results of a task go by TMA: column c of the task
+ * to map lo (c < split) at n0 + c, or hi at n0 + c - split; rows row.. (the task's m0 + 64 w) of
+ * expert el. Part q is columns 64 q.. 64 q + 63, two boxes of 32. */
+struct Sm90WgradOut {
+    const CUtensorMap *lo, *hi;
+    int split, n0, row, el;
+    __device__ __forceinline__ const CUtensorMap *box(int q, int b, int &col) const {
         const int c = 64 * q + 32 * b;
         const bool up = c >= split;
         col = n0 + c - (up ? split : 0);
         return up ? hi : lo;
-    };
-    auto load_old = [&](int q) { /* one thread: part q's old values into half q & 1 */
-        unsigned char *buf = stg + (q & 1) * 16384;
+    }
+    /* one thread: part q's old values into staging half q & 1 (bars->g_old[w][q & 1]) */
+    __device__ __forceinline__ void load_old(int q, int w, unsigned char *stg, Sm90Bars *bars) const {
         uint64_t *bar = &bars->g_old[w][q & 1];
         mok_mbar_arrive_expect_tx(bar, 16384);
         for (int b = 0; b < 2; b++) {
             int col;
             const CUtensorMap *map = box(q, b, col);
-            mok_tma_load_3d(buf + b * 8192, map, bar, col, m0 + 64 * w, el);
+            mok_tma_load_3d(stg + (q & 1) * 16384 + b * 8192, map, bar, col, row, el);
         }
-    };
+    }
+};
+
+/* Where consumer w adds into the gradients, the step its main loop takes in the middle (sm90_mma's
+ * mid): the staging acquired and the old values of parts 0 and 1 on their way, so that their
+ * latency passes under the products (before s18 the epilogue began with them). The fence orders
+ * the staging's last generic writes (the dgrad epilogue's register-store path fences none) before
+ * the TMA loads that overwrite it. */
+__device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, int w, __nv_bfloat16 *stg,
+                                                       Sm90Bars *bars) {
+    mok_fence_proxy_async_shared();
+    sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
+    if ((threadIdx.x & 127) == 0)
+        for (int q = 0; q < 2; q++) out.load_old(q, w, reinterpret_cast<unsigned char *>(stg), bars);
+}
+
+/* Weight-gradient epilogue of consumer w by TMA (the gradients 16-byte aligned): its 64 rows x 256
+ * columns of fp32 go out in four parts of 64 columns (to out), each two 128-byte swizzled boxes of
+ * 64 rows x 32 columns (8 KB) that lanes 0-1 of its warp 0 send by TMA stores. The parts alternate
+ * between the two halves of the staging, so a part is written while the previous one is read out,
+ * and the last ones drain while the next task's main loop runs (where the register stores of
+ * sm90_epilogue_wgrad hold the consumer until the memory system takes them: 4 ms more on the
+ * Kimi-like backward, s17). TMA clips rows >= M and columns >= N. Zeros for an expert without rows.
+ * Where the gradients are added into (ADD), each part's old values come into its half by TMA loads
+ * (parts 0 and 1 from the main loop, sm90_wgrad_first_loads; each next one as soon as its half is
+ * read out; bars->g_old[w][h]: half h's, completing twice a task), and each thread adds the values
+ * it then overwrites. ADD is a template parameter: a flag read at run time slowed the written case
+ * by 1 ms on the Kimi-like backward (s18). */
+template <bool ADD>
+__device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w,
+                                                        const Sm90WgradOut &out, __nv_bfloat16 *stg_bf16,
+                                                        Sm90Bars *bars) {
+    unsigned char *stg = reinterpret_cast<unsigned char *>(stg_bf16); /* 1024-byte aligned (sm90_setup) */
+    static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "two halves of two fp32 boxes fit in a consumer's staging");
+    const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         unsigned char *buf = stg + (part & 1) * 16384;
         if (part == 0) {
-            /* the staging's last generic writes (the dgrad epilogue's register-store path fences none)
-             * come before the TMA loads that overwrite it */
-            if (ADD) mok_fence_proxy_async_shared();
-            sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
-            if (ADD && tid == 0) load_old(0), load_old(1);
+            if (!ADD) sm90_staging_acquire(w); /* ADD: the main loop acquired it */
         } else if (part >= 2) { /* part - 2's stores, in this half, have read it */
             if (tid < 2) mok_bulk_wait_read<1>();
             sm90_named_sync(2 + w, 128);
-            if (ADD && tid == 0) load_old(part);
+            if (ADD && tid == 0) out.load_old(part, w, stg, bars);
         }
         /* Each half's barrier completes twice a task (the four parts always run), hence the parity.
          * Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
@@ -385,8 +401,8 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
         sm90_named_sync(2 + w, 128);
         if (tid < 2) {
             int col;
-            const CUtensorMap *map = box(part, tid, col);
-            mok_tma_store_3d(map, buf + tid * 8192, col, m0 + 64 * w, el);
+            const CUtensorMap *map = out.box(part, tid, col);
+            mok_tma_store_3d(map, buf + tid * 8192, col, out.row, out.el);
             mok_bulk_commit();
         }
     }
@@ -443,17 +459,22 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 clock.skipped();
                 continue;
             }
-            const int KB = (cnt + SM90_BK - 1) / SM90_BK;
-            if (cnt > 0) sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t);
-            clock.mma_done();
             /* wdown: 256 columns of g_down; wgu: 128 of g_gate, then the same 128 of g_up */
             const bool down = k.kind == BWD_WDOWN;
             const int split = down ? 256 : 128;
-            const CUtensorMap *lo = down ? &tm.g_down : &tm.g_gate, *hi = down ? &tm.g_down : &tm.g_up;
+            const Sm90WgradOut out = {down ? &tm.g_down : &tm.g_gate, down ? &tm.g_down : &tm.g_up, split,
+                                      k.ni * split, k.mi * 128 + 64 * w, k.idx};
+            const bool tma_add = tm.g_tma && !p.overwrite;
+            const int KB = (cnt + SM90_BK - 1) / SM90_BK;
+            if (cnt > 0)
+                sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t, [&] {
+                    if (tma_add) sm90_wgrad_first_loads(out, w, stg, sm.bars);
+                });
+            clock.mma_done();
             if (tm.g_tma && p.overwrite)
-                sm90_epilogue_wgrad_tma<false>(acc, cnt, w, k.mi * 128, lo, hi, split, k.ni * split, k.idx, stg, sm.bars);
-            else if (tm.g_tma)
-                sm90_epilogue_wgrad_tma<true>(acc, cnt, w, k.mi * 128, lo, hi, split, k.ni * split, k.idx, stg, sm.bars);
+                sm90_epilogue_wgrad_tma<false>(acc, cnt, w, out, stg, sm.bars);
+            else if (tma_add) /* cnt > 0: tasks without rows are skipped when adding */
+                sm90_epilogue_wgrad_tma<true>(acc, cnt, w, out, stg, sm.bars);
             else
                 sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
                                     (down ? p.g_down : p.g_gate) + k.idx * CI, (down ? p.g_down : p.g_up) + k.idx * CI,
