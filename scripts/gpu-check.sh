@@ -4,8 +4,9 @@
 # the EP2 check of the MoE layers (scripts/gpu-moe-ep2-check.sh without its timing section), the
 # rank-to-GPU mapping check (scripts/gpu-mapping-check.sh), the megakernel's fallback without
 # NVLink peers (scripts/gpu-lsa-fallback-check.sh), the MoE layer benchmark (mok and unfused in
-# one run) on the Qwen3-30B-A3B- and Kimi-K2-like shapes (configs/bench/), and 10 training steps
-# of configs/mokc-small.json at seq_len 8192 (scripts/gpu-train-small.sh). With 1 GPU or more:
+# one run, then mok adding into the gradients, `--accumulate`: row mok+acc) on the Qwen3-30B-A3B-
+# and Kimi-K2-like shapes (configs/bench/), and 10 training steps of configs/mokc-small.json at
+# seq_len 8192 (scripts/gpu-train-small.sh). With 1 GPU or more:
 # the megakernel's GEMM tile against cuBLAS (`mokc bench gemm`: 8192^3 and 64 x 1024x1536x2048)
 # and the attention benchmark (flash and cuBLAS side by side at B=4 T=4096 Hq=16 Hkv=4 D=128; it
 # fails when they disagree). Logs and the benchmarks' JSON lines (bench-<shape>.jsonl,
@@ -88,6 +89,12 @@ if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
       bench_rc=1; echo "bench $shape FAILED:"; tail -15 "$out/bench-$shape.log"
     fi
     grep '^{' "$out/bench-$shape.log" > "$out/bench-$shape.jsonl"
+    # a step's later micro-batches add into the experts' gradients: the megakernel's backward that adds
+    if ! timeout 600 mpirun -np 2 ./mokc bench moe --config "configs/bench/$shape.json" --impl mok --accumulate \
+         > "$out/bench-$shape-accumulate.log" 2>&1; then
+      bench_rc=1; echo "bench $shape --accumulate FAILED:"; tail -15 "$out/bench-$shape-accumulate.log"
+    fi
+    grep '^{' "$out/bench-$shape-accumulate.log" >> "$out/bench-$shape.jsonl"
   done
   bench_s=$(since "$start")
 
@@ -127,8 +134,8 @@ if [ "$bench_rc" != skipped ]; then
       v = substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4); gsub(/"/, "", v)
       return v == "null" ? "-" : v
     }
-    { printf "%-20s %-8s %9s %11s %12s %18s %15s\n", f("shape"), f("impl"), f("fwd_ms"), f("fwdbwd_ms"),
-             f("fwd_tflops"), f("dispatch_gbs_per_gpu"), f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
+    { printf "%-20s %-8s %9s %11s %12s %18s %15s\n", f("shape"), f("impl") (f("accumulate") == 1 ? "+acc" : ""),
+             f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"), f("dispatch_gbs_per_gpu"), f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
 fi
 
 if [ "$gemm_rc" != skipped ]; then
