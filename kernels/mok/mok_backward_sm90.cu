@@ -408,80 +408,69 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
     }
 }
 
-/* Consumer warpgroup w (0 or 1). */
+/* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (Sm90TaskClock). */
 template <bool TRACE>
 __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd,
                                                  const Sm90Smem &sm, int w) {
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-    __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
-    Sm90Ring sr = {0}, tr = {0};
-    /* the trace's timekeeper: one thread of consumer 0 (mok.h: MOK_TRACE_SLOTS) */
-    Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
-    for (;;) {
-        if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
-        const Sm90BwdTask k = sm90_recv_task<Sm90BwdTask>(wd, sm.bars, tr);
-        if (k.t < 0) {
-            sm90_push_drain();
-            break;
-        }
-        clock.arrived();
-        const int t = k.t;
-        const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
-        const size_t CI = (size_t)p.C * p.I;
-        if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
-            const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
-            int r0, nrows;
-            sm90_consumer_rows(w, k.rows, r0, nrows);
-            if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
-                const bool dg = k.kind == BWD_DGRAD;
-                sm90_skip_task(wd, sm, sr, KB, t, dg ? p.dpg_done + k.idx : nullptr,
-                               dg ? p.ticket + MOK_TICKET_DGRAD : nullptr);
-                continue;
-            }
-            if (k.kind == BWD_DGRAD) {
-                /* the epilogue's first saved values load while the products run */
-                sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t, [&] {
-                    sm90_staging_acquire(w);
-                    sm90_dgrad_fetch(p, stg, r0, nrows, k.ni, 0);
-                });
-                clock.mma_done();
-                sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, r0, nrows, k.ni, clock.epilogue_trace());
+    const Sm90TaskClock clock = sm90_consume_tasks<Sm90BwdTask, TRACE>(
+        wd, sm, w, [&](const Sm90BwdTask &k, float(&acc)[128], __nv_bfloat16 *stg, Sm90Ring &sr, Sm90TaskClock &clock) {
+            const int t = k.t;
+            const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
+            const size_t CI = (size_t)p.C * p.I;
+            if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
+                const int KB = k.kind == BWD_DGRAD ? KBc : 2 * KBi;
+                int r0, nrows;
+                sm90_consumer_rows(w, k.rows, r0, nrows);
+                if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
+                    const bool dg = k.kind == BWD_DGRAD;
+                    sm90_skip_task(wd, sm, sr, KB, t, dg ? p.dpg_done + k.idx : nullptr,
+                                   dg ? p.ticket + MOK_TICKET_DGRAD : nullptr);
+                    return;
+                }
+                if (k.kind == BWD_DGRAD) {
+                    /* the epilogue's first saved values load while the products run */
+                    sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t, [&] {
+                        sm90_staging_acquire(w);
+                        sm90_dgrad_fetch(p, stg, r0, nrows, k.ni, 0);
+                    });
+                    clock.mma_done();
+                    sm90_epilogue_dgrad(p, tm, acc, stg, w, k.idx, r0, nrows, k.ni, clock.epilogue_trace());
+                } else {
+                    sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t,
+                                   [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
+                    clock.mma_done();
+                    sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.ni * 256, p.y_off);
+                }
             } else {
-                sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t, [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
+                const int cnt = k.rows.nrows;
+                if (cnt == 0 && !p.overwrite) {
+                    clock.skipped();
+                    return;
+                }
+                /* wdown: 256 columns of g_down; wgu: 128 of g_gate, then the same 128 of g_up */
+                const bool down = k.kind == BWD_WDOWN;
+                const int split = down ? 256 : 128;
+                const Sm90WgradOut out = {down ? &tm.g_down : &tm.g_gate, down ? &tm.g_down : &tm.g_up, split,
+                                          k.ni * split, k.mi * 128 + 64 * w, k.idx};
+                const bool tma_add = tm.g_tma && !p.overwrite;
+                const int KB = (cnt + SM90_BK - 1) / SM90_BK;
+                if (cnt > 0)
+                    sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t, [&] {
+                        if (tma_add) sm90_wgrad_first_loads(out, w, stg, sm.bars);
+                    });
                 clock.mma_done();
-                sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.ni * 256, p.y_off);
+                if (tm.g_tma && p.overwrite)
+                    sm90_epilogue_wgrad_tma<false>(acc, cnt, w, out, stg, sm.bars);
+                else if (tma_add) /* cnt > 0: tasks without rows are skipped when adding */
+                    sm90_epilogue_wgrad_tma<true>(acc, cnt, w, out, stg, sm.bars);
+                else
+                    sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
+                                        (down ? p.g_down : p.g_gate) + k.idx * CI,
+                                        (down ? p.g_down : p.g_up) + k.idx * CI, split, k.ni * split,
+                                        down ? p.C : p.I);
             }
-        } else {
-            const int cnt = k.rows.nrows;
-            if (cnt == 0 && !p.overwrite) {
-                clock.skipped();
-                continue;
-            }
-            /* wdown: 256 columns of g_down; wgu: 128 of g_gate, then the same 128 of g_up */
-            const bool down = k.kind == BWD_WDOWN;
-            const int split = down ? 256 : 128;
-            const Sm90WgradOut out = {down ? &tm.g_down : &tm.g_gate, down ? &tm.g_down : &tm.g_up, split,
-                                      k.ni * split, k.mi * 128 + 64 * w, k.idx};
-            const bool tma_add = tm.g_tma && !p.overwrite;
-            const int KB = (cnt + SM90_BK - 1) / SM90_BK;
-            if (cnt > 0)
-                sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t, [&] {
-                    if (tma_add) sm90_wgrad_first_loads(out, w, stg, sm.bars);
-                });
-            clock.mma_done();
-            if (tm.g_tma && p.overwrite)
-                sm90_epilogue_wgrad_tma<false>(acc, cnt, w, out, stg, sm.bars);
-            else if (tma_add) /* cnt > 0: tasks without rows are skipped when adding */
-                sm90_epilogue_wgrad_tma<true>(acc, cnt, w, out, stg, sm.bars);
-            else
-                sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
-                                    (down ? p.g_down : p.g_gate) + k.idx * CI, (down ? p.g_down : p.g_up) + k.idx * CI,
-                                    split, k.ni * split, down ? p.C : p.I);
-        }
-        clock.done(k.kind);
-    }
+            clock.done(k.kind);
+        });
     clock.write_out(p.trace, 4);
 }
 

@@ -231,39 +231,28 @@ __device__ __forceinline__ void sm90_epilogue_gateup(const MokFwdParams &p, cons
 template <bool TRACE>
 __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd,
                                                  const Sm90Smem &sm, int w) {
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
-    __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
-    Sm90Ring sr = {0}, tr = {0};
-    Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
-    for (;;) {
-        if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
-        const Sm90FwdTask k = sm90_recv_task<Sm90FwdTask>(wd, sm.bars, tr);
-        if (k.t < 0) {
-            sm90_push_drain();
-            break;
-        }
-        clock.arrived();
-        const int t = k.t;
-        const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
-        int r0, nrows;
-        sm90_consumer_rows(w, k.rows, r0, nrows);
-        if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
-            sm90_skip_task(wd, sm, sr, KB, t, k.down ? nullptr : p.gu_done + k.mt);
-            continue;
-        }
-        if (k.down) {
-            sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t, [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
-            clock.mma_done();
-            sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.nt * 256, p.y_off);
-        } else {
-            sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
-            clock.mma_done();
-            sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, r0, nrows, k.nt, clock.epilogue_trace());
-        }
-        clock.done(k.down);
-    }
+    const Sm90TaskClock clock = sm90_consume_tasks<Sm90FwdTask, TRACE>(
+        wd, sm, w, [&](const Sm90FwdTask &k, float(&acc)[128], __nv_bfloat16 *stg, Sm90Ring &sr, Sm90TaskClock &clock) {
+            const int t = k.t;
+            const int KB = ((k.down ? p.I : p.C) + SM90_BK - 1) / SM90_BK;
+            int r0, nrows;
+            sm90_consumer_rows(w, k.rows, r0, nrows);
+            if (nrows <= 0) { /* consumer 1 past the tile's rows (never consumer 0, whose trace this skips) */
+                sm90_skip_task(wd, sm, sr, KB, t, k.down ? nullptr : p.gu_done + k.mt);
+                return;
+            }
+            if (k.down) {
+                sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t,
+                               [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
+                clock.mma_done();
+                sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.nt * 256, p.y_off);
+            } else {
+                sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
+                clock.mma_done();
+                sm90_epilogue_gateup(p, tm, acc, stg, w, k.mt, r0, nrows, k.nt, clock.epilogue_trace());
+            }
+            clock.done(k.down);
+        });
     clock.write_out(p.trace, 2);
     if (clock.on) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN] = mok_globaltimer() - clock.start;
 }

@@ -525,6 +525,31 @@ __device__ __forceinline__ void sm90_push_drain() {
     if ((threadIdx.x & 127) < 32) mok_bulk_wait();
 }
 
+/* Consumer w's task loop, both megakernels': the accumulator (zeros for tasks without rows; a
+ * task's first products overwrite it), the consumer's staging, the stage and task rings and the
+ * trace's clock (one thread of consumer 0 where TRACE); run(k, acc, stg, sr, clock) does task k,
+ * until the producer's end task; then the pushes drain. Returns the clock for its write_out. */
+template <class Task, bool TRACE, class Run>
+__device__ __forceinline__ Sm90TaskClock sm90_consume_tasks(const Sm90Watch &wd, const Sm90Smem &sm, int w, Run run) {
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+    __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
+    Sm90Ring sr = {0}, tr = {0};
+    Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
+    for (;;) {
+        if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));
+        const Task k = sm90_recv_task<Task>(wd, sm.bars, tr);
+        if (k.t < 0) {
+            sm90_push_drain();
+            break;
+        }
+        clock.arrived();
+        run(k, acc, stg, sr, clock);
+    }
+    return clock;
+}
+
 /* The dispatch hands out an M tile's rows in SM90_DISPATCH_PARTS parts of tile_m / parts rows
  * (rounded up), in order, and arrive[mt] counts the tile's parts (empty parts of a short tile
  * included). With whole tiles a claim, every block pulled its own tile at once and the first tiles
