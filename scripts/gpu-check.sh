@@ -84,17 +84,16 @@ if [ -z "$filter" ] && [ "$ngpu" -ge 2 ]; then
   start=$(date +%s)
   bench_rc=0
   for shape in $shapes; do
-    if ! timeout 600 mpirun -np 2 ./mokc bench moe --config "configs/bench/$shape.json" \
-         > "$out/bench-$shape.log" 2>&1; then
-      bench_rc=1; echo "bench $shape FAILED:"; tail -15 "$out/bench-$shape.log"
-    fi
-    grep '^{' "$out/bench-$shape.log" > "$out/bench-$shape.jsonl"
-    # a step's later micro-batches add into the experts' gradients: the megakernel's backward that adds
-    if ! timeout 600 mpirun -np 2 ./mokc bench moe --config "configs/bench/$shape.json" --impl mok --accumulate \
-         > "$out/bench-$shape-accumulate.log" 2>&1; then
-      bench_rc=1; echo "bench $shape --accumulate FAILED:"; tail -15 "$out/bench-$shape-accumulate.log"
-    fi
-    grep '^{' "$out/bench-$shape-accumulate.log" >> "$out/bench-$shape.jsonl"
+    : > "$out/bench-$shape.jsonl"
+    # mok and unfused; then the megakernel's backward that adds into the gradients (a step's later micro-batches)
+    for run in "" "--impl mok --accumulate"; do
+      log="$out/bench-$shape${run:+-accumulate}.log"
+      # shellcheck disable=SC2086 # $run: the run's options, word-split on purpose
+      if ! timeout 600 mpirun -np 2 ./mokc bench moe --config "configs/bench/$shape.json" $run > "$log" 2>&1; then
+        bench_rc=1; echo "bench $shape $run FAILED:"; tail -15 "$log"
+      fi
+      grep '^{' "$log" >> "$out/bench-$shape.jsonl"
+    done
   done
   bench_s=$(since "$start")
 
@@ -135,7 +134,8 @@ if [ "$bench_rc" != skipped ]; then
       return v == "null" ? "-" : v
     }
     { printf "%-20s %-8s %9s %11s %12s %18s %15s\n", f("shape"), f("impl") (f("accumulate") == 1 ? "+acc" : ""),
-             f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"), f("dispatch_gbs_per_gpu"), f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
+             f("fwd_ms"), f("fwdbwd_ms"), f("fwd_tflops"), f("dispatch_gbs_per_gpu"),
+             f("fwd_graph_ms") ", " f("fwdbwd_graph_ms") }'
 fi
 
 if [ "$gemm_rc" != skipped ]; then
