@@ -106,7 +106,7 @@ __device__ __forceinline__ GemmTile gemm_tile_192(const GemmSm90Params &p, int t
 template <int TN, bool ROWS>
 __device__ void gemm_produce_192(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
                                  const GemmTokSmem<TN> &sm) {
-    Sm90Ring sr = {0};
+    Sm90Ring sr(GemmTokSmem<TN>::STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile_192(p, t);
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(TOK_THREADS, 1)
     float acc[TN / 2];
 #pragma unroll
     for (int i = 0; i < TN / 2; i++) acc[i] = 0.0f;
-    Sm90Ring sr = {0};
+    Sm90Ring sr(GemmTokSmem<TN>::STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile_192(p, t);
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(TOK_THREADS, 1)
 /* ---- 128 x 256 tiles ---- */
 
 __device__ void gemm_produce(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd, const Sm90Smem &sm) {
-    Sm90Ring sr = {0};
+    Sm90Ring sr(SM90_STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile(p, t);
@@ -284,7 +284,7 @@ __device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
-    Sm90Ring sr = {0};
+    Sm90Ring sr(SM90_STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile(p, t);

@@ -49,6 +49,18 @@ struct Sm90BwdTask {
     Sm90TileRows rows;     /* M tile idx's rows, or expert idx's (r0: its first row, nrows: its count) */
 };
 
+/* Weight-gradient tasks that add into the gradients by TMA (adding) and have at most SM90_WIDE_KB K blocks (an
+ * expert's rows: ≈ 170 at Kimi-like sizes) are wide: they stage a task's whole result (sm90_wgrad_buf), in the
+ * consumers' staging and the stage ring's last stage, lent while they run (sm90_lend_stage), so that all four parts'
+ * old values load as soon as the previous task's stores have read their places. Kimi-like backward kernel adding
+ * 29.8 -> 28.35 ms. Writing, the same cost 1.6 ms (s19 r1): the two-stage ring lengthened the main loops by
+ * 0.5 us a task, and the epilogue stayed at 2.8 us with the whole result staged, so its stores' drain is not what
+ * holds it. Longer tasks (Qwen-like: ≈ 1000 rows) keep the three stages their main loops need. */
+#define SM90_WIDE_KB 4
+__device__ __forceinline__ bool sm90_bwd_wide(const Sm90BwdTask &k, bool adding) {
+    return adding && (k.kind == BWD_WDOWN || k.kind == BWD_WGU) && k.rows.nrows <= SM90_WIDE_KB * SM90_BK;
+}
+
 /* The task behind ticket t: all dgrad, then wdown, then dx, then wgu (topological order), with its
  * rows from the schedule. */
 __device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int MT, int t) {
@@ -109,14 +121,20 @@ __device__ __forceinline__ void sm90_wgrad_ready(const MokBwdParams &p, Sm90Read
 template <bool TRACE>
 __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
                                  int MT) {
-    Sm90Ring sr = {0}, tr = {0};
+    Sm90Ring sr(SM90_STAGES), tr(2);
     Sm90Ready ready;
+    bool lent = false; /* the last stage is the consumers' (wide tasks) */
     const int total = bwd_total(p, MT), KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
     for (;;) {
         const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
         const Sm90BwdTask k = t < total ? sm90_bwd_task(p, MT, t) : Sm90BwdTask{-1, 0, 0, 0, 0, {0, 0, 0}};
         sm90_send_task(wd, sm.bars, tr, k);
         if (k.t < 0) return;
+        if (sm90_bwd_wide(k, tm.g_tma && !p.overwrite) != lent) {
+            if (lent) sr.resize(SM90_STAGES);
+            else sm90_lend_stage(wd, sm.bars, sr, t);
+            lent = !lent;
+        }
         const long long tw = TRACE ? mok_globaltimer() : 0;
         if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
             if (k.kind == BWD_DGRAD)
@@ -319,62 +337,100 @@ struct Sm90WgradOut {
         col = n0 + c - (up ? split : 0);
         return up ? hi : lo;
     }
-    /* one thread: part q's old values into staging half q & 1 (bars->g_old[w][q & 1]) */
-    __device__ __forceinline__ void load_old(int q, int w, unsigned char *stg, Sm90Bars *bars) const {
-        uint64_t *bar = &bars->g_old[w][q & 1];
+    /* one thread: part q's old values into buf (16 KB), completing bar */
+    __device__ __forceinline__ void load_old(int q, unsigned char *buf, uint64_t *bar) const {
         mok_mbar_arrive_expect_tx(bar, 16384);
         for (int b = 0; b < 2; b++) {
             int col;
             const CUtensorMap *map = box(q, b, col);
-            mok_tma_load_3d(stg + (q & 1) * 16384 + b * 8192, map, bar, col, row, el);
+            mok_tma_load_3d(buf + b * 8192, map, bar, col, row, el);
         }
     }
 };
 
-/* Where consumer w adds into the gradients, the step its main loop takes in the middle (sm90_mma's
- * mid): the staging acquired and the old values of parts 0 and 1 on their way, so that their
- * latency passes under the products (before s18 the epilogue began with them). The fence orders
- * the staging's last generic writes (the dgrad epilogue's register-store path fences none) before
- * the TMA loads that overwrite it. */
-__device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, int w, __nv_bfloat16 *stg,
-                                                       Sm90Bars *bars) {
+/* Where part q (16 KB: two 128-byte swizzled boxes of 64 rows x 32 fp32, 1024-byte aligned) of consumer w's
+ * weight-gradient results is staged: the two halves of its staging in turn; WIDE, a place a part: consumer 0's
+ * staging holds its parts 0-1, the lent stage's A slot part 2 and the first half of its B slot part 3; 48 KB from
+ * consumer 1's staging on (SM90_STAGING_BYTES) hold its parts 0-2, the second half of the B slot part 3. */
+template <bool WIDE>
+__device__ __forceinline__ unsigned char *sm90_wgrad_buf(const Sm90Smem &sm, int w, int q) {
+    static_assert(SM90_A_BYTES == 16384 && SM90_B_BYTES == 32768 && SM90_STG_ELEMS * 2 % 1024 == 0, "16 KB places");
+    static_assert(SM90_STG_ELEMS * 2 + 3 * 16384 <= SM90_STAGING_BYTES, "consumer 1's three parts fit the staging");
+    unsigned char *own = reinterpret_cast<unsigned char *>(sm.stg + w * SM90_STG_ELEMS);
+    if (!WIDE) return own + (q & 1) * 16384;
+    if (q < 2 + w) return own + q * 16384;
+    unsigned char *lent_b = sm.b + (SM90_STAGES - 1) * SM90_B_BYTES;
+    return w == 1 ? lent_b + 16384 : q == 2 ? sm.a + (SM90_STAGES - 1) * SM90_A_BYTES : lent_b;
+}
+
+/* Consumer w, where a run of wide tasks begins: the lent stage taken, and the staging free (its
+ * pushes and stores have read it; the generic writes fenced before TMA loads of old values
+ * overwrite it). Where the run ends: everything its stores read has been read (the stage given
+ * back). */
+__device__ __forceinline__ void sm90_wide_begin(const Sm90Watch &wd, const Sm90Smem &sm, Sm90Ring &sr, int w, int t) {
+    sm90_borrow_stage(wd, sm.bars, sr, t);
     mok_fence_proxy_async_shared();
-    sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
-    if ((threadIdx.x & 127) == 0)
-        for (int q = 0; q < 2; q++) out.load_old(q, w, reinterpret_cast<unsigned char *>(stg), bars);
+    sm90_staging_acquire(w);
+}
+__device__ __forceinline__ void sm90_wide_end(const Sm90Smem &sm, Sm90Ring &sr, int w) {
+    sm90_staging_acquire(w);
+    sm90_return_stage(sm.bars, sr);
+}
+
+/* Where consumer w adds into the gradients, the step its main loop takes in the middle (sm90_mma's
+ * mid): the old values of parts 0 and 1 on their way, so that their latency passes under the
+ * products (before s18 the epilogue began with them), once the previous task's stores have read
+ * their places (WIDE: its parts 0-1, the first two of its four store groups; else the whole
+ * staging). The fence orders the places' last generic writes (the dgrad epilogue's register-store
+ * path fences none) before the TMA loads that overwrite them. */
+template <bool WIDE>
+__device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, const Sm90Smem &sm, int w) {
+    const int tid = threadIdx.x & 127;
+    mok_fence_proxy_async_shared();
+    if (WIDE) {
+        if (tid < 2) mok_bulk_wait_read<2>();
+        sm90_named_sync(2 + w, 128);
+    } else {
+        sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
+    }
+    if (tid == 0)
+        for (int q = 0; q < 2; q++) out.load_old(q, sm90_wgrad_buf<WIDE>(sm, w, q), &sm.bars->g_old[w][q]);
 }
 
 /* Weight-gradient epilogue of consumer w by TMA (the gradients 16-byte aligned): its 64 rows x 256
- * columns of fp32 go out in four parts of 64 columns (to out), each two 128-byte swizzled boxes of
- * 64 rows x 32 columns (8 KB) that lanes 0-1 of its warp 0 send by TMA stores. The parts alternate
- * between the two halves of the staging, so a part is written while the previous one is read out,
- * and the last ones drain while the next task's main loop runs (where the register stores of
- * sm90_epilogue_wgrad hold the consumer until the memory system takes them: 4 ms more on the
- * Kimi-like backward, s17). TMA clips rows >= M and columns >= N. Zeros for an expert without rows.
- * Where the gradients are added into (ADD), each part's old values come into its half by TMA loads
- * (parts 0 and 1 from the main loop, sm90_wgrad_first_loads; each next one as soon as its half is
- * read out; bars->g_old[w][h]: half h's, completing twice a task), and each thread adds the values
- * it then overwrites. ADD is a template parameter: a flag read at run time slowed the written case
- * by 1 ms on the Kimi-like backward (s18). */
-template <bool ADD>
+ * columns of fp32 go out in four parts of 64 columns (to out), each two boxes that lanes 0-1 of its
+ * warp 0 send by TMA stores (a store group a part and lane), each part staged where
+ * sm90_wgrad_buf<WIDE> puts it. Not WIDE, the parts alternate between the two halves of the
+ * staging, so a part is written while the previous one is read out, and the last two drain while
+ * the next task's main loop runs (where the register stores of sm90_epilogue_wgrad hold the
+ * consumer until the memory system takes them: 4 ms more on the Kimi-like backward, s17).
+ * TMA clips rows >= M and columns >= N. Zeros for an expert without rows.
+ * Where the gradients are added into (ADD), each part's old values come into its place by TMA
+ * loads, parts 0 and 1 from the main loop (sm90_wgrad_first_loads), parts 2 and 3 as soon as their
+ * places are read out (WIDE: by the previous task's stores, checked after this task's parts 0 and 1
+ * are stored; else by this task's parts 0 and 1), and each thread adds the values it then
+ * overwrites; bars->g_old[w][q & 1] completes for parts q and q + 2, twice a task, hence the
+ * parity. ADD is a template parameter: a flag read at run time slowed the written case by 1 ms on
+ * the Kimi-like backward (s18). */
+template <bool ADD, bool WIDE>
 __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w,
-                                                        const Sm90WgradOut &out, __nv_bfloat16 *stg_bf16,
-                                                        Sm90Bars *bars) {
-    unsigned char *stg = reinterpret_cast<unsigned char *>(stg_bf16); /* 1024-byte aligned (sm90_setup) */
-    static_assert(4 * 8192 <= SM90_STG_ELEMS * 2, "two halves of two fp32 boxes fit in a consumer's staging");
+                                                        const Sm90WgradOut &out, const Sm90Smem &sm) {
+    static_assert(ADD || !WIDE, "wide tasks add (sm90_bwd_wide)");
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    Sm90Bars *bars = sm.bars;
 #pragma unroll
     for (int part = 0; part < 4; part++) {
-        unsigned char *buf = stg + (part & 1) * 16384;
-        if (part == 0) {
+        unsigned char *buf = sm90_wgrad_buf<WIDE>(sm, w, part);
+        if (WIDE) {
+            /* the loads of old values waited for the places (sm90_wgrad_first_loads, and below) */
+        } else if (part == 0) {
             if (!ADD) sm90_staging_acquire(w); /* ADD: the main loop acquired it */
         } else if (part >= 2) { /* part - 2's stores, in this half, have read it */
             if (tid < 2) mok_bulk_wait_read<1>();
             sm90_named_sync(2 + w, 128);
-            if (ADD && tid == 0) out.load_old(part, w, stg, bars);
+            if (ADD && tid == 0) out.load_old(part, buf, &bars->g_old[w][part & 1]);
         }
-        /* Each half's barrier completes twice a task (the four parts always run), hence the parity.
-         * Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
+        /* Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
          * the watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the
          * wait instead (a trap, no record, where a load never lands) */
         if (ADD)
@@ -405,6 +461,11 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
             mok_tma_store_3d(map, buf + tid * 8192, col, out.row, out.el);
             mok_bulk_commit();
         }
+        if (WIDE && ADD && part < 2) { /* part + 2's old values, once the previous task's part + 2 has left */
+            if (tid < 2) mok_bulk_wait_read<2>();
+            sm90_named_sync(2 + w, 128);
+            if (tid == 0) out.load_old(part + 2, sm90_wgrad_buf<WIDE>(sm, w, part + 2), &bars->g_old[w][part]);
+        }
     }
 }
 
@@ -412,9 +473,15 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
 template <bool TRACE>
 __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90Watch &wd,
                                                  const Sm90Smem &sm, int w) {
+    bool lent = false; /* the stage ring's last stage is the staging's (wide tasks; as the producer's) */
     const Sm90TaskClock clock = sm90_consume_tasks<Sm90BwdTask, TRACE>(
         wd, sm, w, [&](const Sm90BwdTask &k, float(&acc)[128], __nv_bfloat16 *stg, Sm90Ring &sr, Sm90TaskClock &clock) {
             const int t = k.t;
+            if (sm90_bwd_wide(k, tm.g_tma && !p.overwrite) != lent) {
+                if (lent) sm90_wide_end(sm, sr, w);
+                else sm90_wide_begin(wd, sm, sr, w, t);
+                lent = !lent;
+            }
             const int KBc = (p.C + SM90_BK - 1) / SM90_BK, KBi = (p.I + SM90_BK - 1) / SM90_BK;
             const size_t CI = (size_t)p.C * p.I;
             if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
@@ -456,14 +523,15 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 const int KB = (cnt + SM90_BK - 1) / SM90_BK;
                 if (cnt > 0)
                     sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t, [&] {
-                        if (tma_add) sm90_wgrad_first_loads(out, w, stg, sm.bars);
+                        if (tma_add && lent) sm90_wgrad_first_loads<true>(out, sm, w);
+                        else if (tma_add) sm90_wgrad_first_loads<false>(out, sm, w);
                     });
                 clock.mma_done();
-                if (tm.g_tma && p.overwrite)
-                    sm90_epilogue_wgrad_tma<false>(acc, cnt, w, out, stg, sm.bars);
-                else if (tma_add) /* cnt > 0: tasks without rows are skipped when adding */
-                    sm90_epilogue_wgrad_tma<true>(acc, cnt, w, out, stg, sm.bars);
-                else
+                if (tm.g_tma) { /* adding: cnt > 0 (tasks without rows are skipped) */
+                    if (p.overwrite) sm90_epilogue_wgrad_tma<false, false>(acc, cnt, w, out, sm);
+                    else if (lent) sm90_epilogue_wgrad_tma<true, true>(acc, cnt, w, out, sm);
+                    else sm90_epilogue_wgrad_tma<true, false>(acc, cnt, w, out, sm);
+                } else
                     sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
                                         (down ? p.g_down : p.g_gate) + k.idx * CI,
                                         (down ? p.g_down : p.g_up) + k.idx * CI, split, k.ni * split,

@@ -105,7 +105,7 @@ __device__ __forceinline__ Sm90FwdTask sm90_fwd_task(int t, const Sm90FwdOrder &
 template <bool TRACE>
 __device__ void sm90_fwd_produce(const MokFwdParams &p, const Sm90FwdMaps &tm, const Sm90Watch &wd, const Sm90Smem &sm,
                                  const Sm90FwdOrder &o) {
-    Sm90Ring sr = {0}, tr = {0};
+    Sm90Ring sr(SM90_STAGES), tr(2);
     for (;;) {
         const int t = (int)atomicAdd(p.ticket + MOK_TICKET_TASK, 1u);
         Sm90FwdTask k = t < o.total ? sm90_fwd_task(t, o) : Sm90FwdTask{-1, 0, 0, 0, {0, 0, 0}};

@@ -43,7 +43,9 @@ extern "C" {
 #define SM90_B_BYTES (4 * SM90_PANEL_BYTES)   /* 256 columns x 64 K */
 #define SM90_STG_PITCH 264                     /* bf16 a staged row: 256 + 8, conflict-free pair writes */
 #define SM90_STG_ELEMS (64 * SM90_STG_PITCH)   /* a consumer's staging */
-#define SM90_STAGING_BYTES (2 * SM90_STG_ELEMS * 2)
+/* The consumers' staging, SM90_STG_ELEMS bf16 each; from consumer 1's on, 48 KB, where the backward's
+ * short weight-gradient tasks hold three of its four 16 KB parts of fp32 results (sm90_wgrad_buf) */
+#define SM90_STAGING_BYTES (SM90_STG_ELEMS * 2 + 3 * 16384)
 #define SM90_PRODUCER_REGS 64  /* setmaxnreg of warpgroup 0: the dispatch warps' row copies fit */
 #define SM90_CONSUMER_REGS 208 /* setmaxnreg of the consumers: 128 accumulators and the epilogues */
 
@@ -206,15 +208,28 @@ __device__ __forceinline__ void sm90_trace_producer_out(unsigned long long *trac
     for (int i = MOK_TRACE_PRODUCER; i < MOK_TRACE_PRODUCER + n_kinds; i++) out[i] = slots[i];
 }
 
-/* A position in a ring of n slots and the parity of its current lap, in one register (slot * 2 +
- * parity): the consumers hold two rings through whole tasks, beside 128 accumulators. */
+/* A position in a ring of at most 4 slots, in one register (the consumers hold two rings through
+ * whole tasks, beside 128 accumulators): bits 0-3 each slot's lap parity, bits 4-5 the current
+ * slot, bits 6-8 the ring's length. The parities are kept a slot, not a ring: the backward's short
+ * weight-gradient tasks run the stage ring one stage short (sm90_lend_stage), so its slots do not
+ * go round together. */
 struct Sm90Ring {
     unsigned v;
-    __device__ __forceinline__ int slot() const { return (int)(v >> 1); }
-    __device__ __forceinline__ unsigned phase() const { return v & 1u; }
-    __device__ __forceinline__ void next(int n) {
-        v += 2;
-        if ((int)(v >> 1) == n) v = (v & 1u) ^ 1u;
+    __device__ __forceinline__ explicit Sm90Ring(int n) : v((unsigned)n << 6) {}
+    __device__ __forceinline__ int slot() const { return (int)((v >> 4) & 3u); }
+    __device__ __forceinline__ unsigned phase_of(int s) const { return (v >> s) & 1u; }
+    __device__ __forceinline__ unsigned phase() const { return phase_of(slot()); }
+    __device__ __forceinline__ void flip(int s) { v ^= 1u << s; }
+    /* past the current slot (its next use is a lap on) to the next */
+    __device__ __forceinline__ void next() {
+        const unsigned s = (v >> 4) & 3u;
+        v ^= 1u << s;
+        v = s + 1 == (v >> 6) ? v & ~0x30u : v + 0x10u;
+    }
+    /* n slots from here on: a current slot past them becomes slot 0 */
+    __device__ __forceinline__ void resize(int n) {
+        const unsigned s = (unsigned)slot() < (unsigned)n ? (unsigned)slot() : 0u;
+        v = (v & 15u) | (s << 4) | ((unsigned)n << 6);
     }
 };
 
@@ -227,7 +242,7 @@ __device__ __forceinline__ void sm90_send_task(const Sm90Watch &wd, Sm90Bars *ba
     sm90_wait(wd, &bars->task_empty[tr.slot()], tr.phase() ^ 1u, k.t);
     *reinterpret_cast<Task *>(bars->task[tr.slot()]) = k;
     mok_mbar_arrive(&bars->task_full[tr.slot()]);
-    tr.next(2);
+    tr.next();
 }
 
 /* Consumer (the traced builds' probe): whether the next task is in the ring already. */
@@ -241,7 +256,7 @@ __device__ __forceinline__ Task sm90_recv_task(const Sm90Watch &wd, Sm90Bars *ba
     sm90_wait(wd, &bars->task_full[tr.slot()], tr.phase(), -1);
     const Task k = *reinterpret_cast<const Task *>(bars->task[tr.slot()]);
     mok_mbar_arrive(&bars->task_empty[tr.slot()]);
-    tr.next(2);
+    tr.next();
     return k;
 }
 
@@ -249,11 +264,40 @@ __device__ __forceinline__ Task sm90_recv_task(const Sm90Watch &wd, Sm90Bars *ba
 template <int STAGES>
 __device__ __forceinline__ int sm90_stage_begin(const Sm90Watch &wd, Sm90BarsT<STAGES> *bars, Sm90Ring &sr,
                                                 unsigned bytes, int tile) {
+    static_assert(STAGES <= 4, "Sm90Ring keeps the parities of 4 slots");
     const int s = sr.slot();
     sm90_wait(wd, &bars->empty[s], sr.phase() ^ 1u, tile);
     mok_mbar_arrive_expect_tx(&bars->full[s], bytes);
-    sr.next(STAGES);
+    sr.next();
     return s;
+}
+
+/* The stage ring's last stage lent to the consumers as staging, and given back: both sides call these
+ * at the same tasks, the ring one stage short in between. Lending is a ring step of that stage
+ * without bytes: the producer waits until the consumers have released its last load and completes
+ * its full barrier with no transfer (sm90_lend_stage); the consumers take it there (sm90_borrow_stage)
+ * and give it back with their empty arrivals, once nothing of theirs reads it any more
+ * (sm90_return_stage), which the producer's next use of the stage waits for. */
+template <int STAGES>
+__device__ __forceinline__ void sm90_lend_stage(const Sm90Watch &wd, Sm90BarsT<STAGES> *bars, Sm90Ring &sr, int tile) {
+    constexpr int s = STAGES - 1;
+    sr.resize(STAGES - 1);
+    sm90_wait(wd, &bars->empty[s], sr.phase_of(s) ^ 1u, tile);
+    mok_mbar_arrive(&bars->full[s]);
+    sr.flip(s);
+}
+template <int STAGES>
+__device__ __forceinline__ void sm90_borrow_stage(const Sm90Watch &wd, Sm90BarsT<STAGES> *bars, Sm90Ring &sr,
+                                                  int tile) {
+    constexpr int s = STAGES - 1;
+    sr.resize(STAGES - 1);
+    sm90_wait(wd, &bars->full[s], sr.phase_of(s), tile);
+    sr.flip(s);
+}
+template <int STAGES>
+__device__ __forceinline__ void sm90_return_stage(Sm90BarsT<STAGES> *bars, Sm90Ring &sr) {
+    mok_mbar_arrive(&bars->empty[STAGES - 1]);
+    sr.resize(STAGES);
 }
 
 /* Consumers (both consumers' 256 threads, Sm90Smem's stages only): zero K lines [valid, 64) of the
@@ -345,7 +389,7 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
             mok_mbar_arrive(&sm.bars->empty[prev]);
         }
         prev = s;
-        sr.next(Smem::STAGES);
+        sr.next();
     }
     mok_wgmma_wait<0>();
     mok_fence_acc(acc);
@@ -362,7 +406,7 @@ __device__ __forceinline__ void sm90_skip_task(const Sm90Watch &wd, const Smem &
     for (int kb = 0; kb < KB; kb++) {
         sm90_wait(wd, &sm.bars->full[sr.slot()], sr.phase(), tile);
         mok_mbar_arrive(&sm.bars->empty[sr.slot()]);
-        sr.next(Smem::STAGES);
+        sr.next();
     }
     if ((threadIdx.x & 127) != 0) return;
     if (done) mok_red_release(done, 1u);
@@ -535,7 +579,7 @@ __device__ __forceinline__ Sm90TaskClock sm90_consume_tasks(const Sm90Watch &wd,
 #pragma unroll
     for (int i = 0; i < 128; i++) acc[i] = 0.0f;
     __nv_bfloat16 *stg = sm.stg + w * SM90_STG_ELEMS;
-    Sm90Ring sr = {0}, tr = {0};
+    Sm90Ring sr(SM90_STAGES), tr(2);
     Sm90TaskClock clock(TRACE && w == 0 && (threadIdx.x & 127) == 0, sm.bars->trace);
     for (;;) {
         if (clock.on) clock.asked(sm90_task_in_ring(sm.bars, tr));

@@ -9,7 +9,8 @@
  * them), whatever the number of communication blocks.
  * Shapes (test_mok_forward): EP1 throughout; k = 1 plain and with every token on one expert
  * (200 rows in one segment), skewed k = 2, E = 384 k = 8 sigmoid, k = E with 333 rows per expert,
- * N = 1 and N = 1000, token and row counts that are not multiples of 64 or 128, shared experts on
+ * N = 1 and N = 1000, skewed k = 2 with 400 rows on one expert and ≈ 27 on the others (short and long
+ * weight-gradient tasks in one backward), token and row counts that are not multiples of 64 or 128, shared experts on
  * and off, x given as bf16 or rounded by the layer. test_mok_narrow_widths: C and I multiples of 8
  * but not of 64, for the tiles that take them; skipped (visibly) while moe_mok_supported says no.
  * test_mok_schedule: the M-tile schedule kernel against a serial loop; test_mok_histogram: this
@@ -424,6 +425,9 @@ static const Shape shapes[] = {
     {"k=E=4 N=333 2 shared", 333, 192, 4, 4, 128, 2, 0, 0, 1, 6},
     {"N=1", 1, 64, 8, 2, 64, 1, 0, 0, 0, 7},
     {"N=1000 E=32 k=4 C=256 I=192", 1000, 256, 32, 4, 192, 0, 0, 0, 0, 8},
+    /* ≈ 27 rows an expert and 400 on one: the backward's short (wide) and long weight-gradient tasks in one
+     * launch, the stage ring lent to the staging and given back several times a block */
+    {"skewed k=2 N=400 E=16 I=192", 400, 128, 16, 2, 192, 0, 0, 1, 0, 9},
 };
 
 /* C and I multiples of 8, not of 64: only tiles that take them. */
