@@ -337,9 +337,8 @@ struct Sm90WgradOut {
         col = n0 + c - (up ? split : 0);
         return up ? hi : lo;
     }
-    /* one thread: part q's old values into buf (16 KB), completing bar */
+    /* one thread: part q's old values into buf (16 KB), on bar (armed by the caller for them) */
     __device__ __forceinline__ void load_old(int q, unsigned char *buf, uint64_t *bar) const {
-        mok_mbar_arrive_expect_tx(bar, 16384);
         for (int b = 0; b < 2; b++) {
             int col;
             const CUtensorMap *map = box(q, b, col);
@@ -377,12 +376,22 @@ __device__ __forceinline__ void sm90_wide_end(const Sm90Smem &sm, Sm90Ring &sr, 
     sm90_return_stage(sm.bars, sr);
 }
 
+/* One thread of consumer w: the old values of parts q.. q + n - 1 into their places, completing bar. */
+template <bool WIDE>
+__device__ __forceinline__ void sm90_wgrad_load_old(const Sm90WgradOut &out, const Sm90Smem &sm, int w, int q, int n,
+                                                    uint64_t *bar) {
+    mok_mbar_arrive_expect_tx(bar, 16384u * n);
+    for (int i = q; i < q + n; i++) out.load_old(i, sm90_wgrad_buf<WIDE>(sm, w, i), bar);
+}
+
 /* Where consumer w adds into the gradients, the step its main loop takes in the middle (sm90_mma's
  * mid): the old values of parts 0 and 1 on their way, so that their latency passes under the
  * products (before s18 the epilogue began with them), once the previous task's stores have read
- * their places (WIDE: its parts 0-1, the first two of its four store groups; else the whole
- * staging). The fence orders the places' last generic writes (the dgrad epilogue's register-store
- * path fences none) before the TMA loads that overwrite them. */
+ * their places (WIDE: its parts 0-1, the first two of its four store groups, both into g_old[w][0];
+ * else the whole staging, a part into g_old[w][q]). Issued after the last block instead, they gave
+ * back what loading parts 2 and 3 at the epilogue's start won (s19 r4). The fence orders the
+ * places' last generic writes (the dgrad epilogue's register-store path fences none) before the
+ * TMA loads that overwrite them. */
 template <bool WIDE>
 __device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, const Sm90Smem &sm, int w) {
     const int tid = threadIdx.x & 127;
@@ -390,11 +399,12 @@ __device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, 
     if (WIDE) {
         if (tid < 2) mok_bulk_wait_read<2>();
         sm90_named_sync(2 + w, 128);
-    } else {
-        sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
+        if (tid == 0) sm90_wgrad_load_old<true>(out, sm, w, 0, 2, &sm.bars->g_old[w][0]);
+        return;
     }
+    sm90_staging_acquire(w); /* every earlier store of this consumer has read the staging */
     if (tid == 0)
-        for (int q = 0; q < 2; q++) out.load_old(q, sm90_wgrad_buf<WIDE>(sm, w, q), &sm.bars->g_old[w][q]);
+        for (int q = 0; q < 2; q++) sm90_wgrad_load_old<false>(out, sm, w, q, 1, &sm.bars->g_old[w][q]);
 }
 
 /* Weight-gradient epilogue of consumer w by TMA (the gradients 16-byte aligned): its 64 rows x 256
@@ -407,11 +417,13 @@ __device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, 
  * TMA clips rows >= M and columns >= N. Zeros for an expert without rows.
  * Where the gradients are added into (ADD), each part's old values come into its place by TMA
  * loads, parts 0 and 1 from the main loop (sm90_wgrad_first_loads), parts 2 and 3 as soon as their
- * places are read out (WIDE: by the previous task's stores, checked after this task's parts 0 and 1
- * are stored; else by this task's parts 0 and 1), and each thread adds the values it then
- * overwrites; bars->g_old[w][q & 1] completes for parts q and q + 2, twice a task, hence the
- * parity. ADD is a template parameter: a flag read at run time slowed the written case by 1 ms on
- * the Kimi-like backward (s18). */
+ * places are read out, and each thread adds the values it then overwrites. WIDE: parts 0 and 1 come
+ * into g_old[w][0]; once they have landed and the previous task's stores have read the places of
+ * parts 2 and 3 (the epilogue's start), those load into g_old[w][0]'s next phase. Else part q + 2
+ * once part q's stores have read the half, into g_old[w][q & 1]. Either way each barrier completes
+ * twice a task (or not at all), hence the parities. (A parity bit kept a consumer instead, to give
+ * parts 2 and 3 a barrier of their own, spilled the consumers' registers.) ADD is a template
+ * parameter: a flag read at run time slowed the written case by 1 ms on the Kimi-like backward (s18). */
 template <bool ADD, bool WIDE>
 __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w,
                                                         const Sm90WgradOut &out, const Sm90Smem &sm) {
@@ -421,21 +433,30 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         unsigned char *buf = sm90_wgrad_buf<WIDE>(sm, w, part);
+        /* Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
+         * the watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the
+         * wait instead (a trap, no record, where a load never lands) */
+        auto wait_old = [&](uint64_t *bar, unsigned parity) {
+            for (unsigned spins = 0; !mok_mbar_try_wait(bar, parity);)
+                if (++spins == 1u << 30) asm volatile("trap;");
+        };
         if (WIDE) {
-            /* the loads of old values waited for the places (sm90_wgrad_first_loads, and below) */
+            if (part == 0) { /* parts 0 and 1 in; the previous task's parts 2 and 3 have left their places */
+                wait_old(&bars->g_old[w][0], 0);
+                if (tid < 2) mok_bulk_wait_read<0>();
+                sm90_named_sync(2 + w, 128);
+                if (tid == 0) sm90_wgrad_load_old<true>(out, sm, w, 2, 2, &bars->g_old[w][0]);
+            } else if (part == 2) {
+                wait_old(&bars->g_old[w][0], 1);
+            }
         } else if (part == 0) {
             if (!ADD) sm90_staging_acquire(w); /* ADD: the main loop acquired it */
         } else if (part >= 2) { /* part - 2's stores, in this half, have read it */
             if (tid < 2) mok_bulk_wait_read<1>();
             sm90_named_sync(2 + w, 128);
-            if (ADD && tid == 0) out.load_old(part, buf, &bars->g_old[w][part & 1]);
+            if (ADD && tid == 0) sm90_wgrad_load_old<false>(out, sm, w, part, 1, &bars->g_old[w][part & 1]);
         }
-        /* Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
-         * the watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the
-         * wait instead (a trap, no record, where a load never lands) */
-        if (ADD)
-            for (unsigned spins = 0; !mok_mbar_try_wait(&bars->g_old[w][part & 1], (part >> 1) & 1);)
-                if (++spins == 1u << 30) asm volatile("trap;");
+        if (ADD && !WIDE) wait_old(&bars->g_old[w][part & 1], (part >> 1) & 1);
 #pragma unroll
         for (int i = 0; i < 8; i++)
 #pragma unroll
@@ -460,11 +481,6 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
             const CUtensorMap *map = out.box(part, tid, col);
             mok_tma_store_3d(map, buf + tid * 8192, col, out.row, out.el);
             mok_bulk_commit();
-        }
-        if (WIDE && ADD && part < 2) { /* part + 2's old values, once the previous task's part + 2 has left */
-            if (tid < 2) mok_bulk_wait_read<2>();
-            sm90_named_sync(2 + w, 128);
-            if (tid == 0) out.load_old(part + 2, sm90_wgrad_buf<WIDE>(sm, w, part + 2), &bars->g_old[w][part]);
         }
     }
 }
@@ -521,10 +537,15 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                                           k.ni * split, k.mi * 128 + 64 * w, k.idx};
                 const bool tma_add = tm.g_tma && !p.overwrite;
                 const int KB = (cnt + SM90_BK - 1) / SM90_BK;
-                if (cnt > 0)
-                    sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, cnt - (KB - 1) * SM90_BK, t, [&] {
-                        if (tma_add && lent) sm90_wgrad_first_loads<true>(out, sm, w);
-                        else if (tma_add) sm90_wgrad_first_loads<false>(out, sm, w);
+                /* a main loop of its own for the wide tasks (lent: adding by TMA): timed so, -0.3 to -0.4 ms on
+                 * the Kimi-like backward kernel (s19 r4, r6); as one loop whose mid step chose, within noise (r5) */
+                const int k_tail = cnt - (KB - 1) * SM90_BK;
+                if (cnt > 0 && lent)
+                    sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, k_tail, t,
+                                   [&] { sm90_wgrad_first_loads<true>(out, sm, w); });
+                else if (cnt > 0)
+                    sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, k_tail, t, [&] {
+                        if (tma_add) sm90_wgrad_first_loads<false>(out, sm, w);
                     });
                 clock.mma_done();
                 if (tm.g_tma) { /* adding: cnt > 0 (tasks without rows are skipped) */
