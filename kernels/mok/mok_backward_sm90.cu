@@ -354,7 +354,8 @@ struct Sm90WgradOut {
 template <bool WIDE>
 __device__ __forceinline__ unsigned char *sm90_wgrad_buf(const Sm90Smem &sm, int w, int q) {
     static_assert(SM90_A_BYTES == 16384 && SM90_B_BYTES == 32768 && SM90_STG_ELEMS * 2 % 1024 == 0, "16 KB places");
-    static_assert(SM90_STG_ELEMS * 2 + 3 * 16384 <= SM90_STAGING_BYTES, "consumer 1's three parts fit the staging");
+    static_assert(2 * 16384 <= SM90_STG_ELEMS * 2, "two parts fit a consumer's own staging");
+    static_assert(2 * SM90_STG_ELEMS * 2 <= SM90_STAGING_BYTES, "consumer 1's staging past consumer 0's");
     unsigned char *own = reinterpret_cast<unsigned char *>(sm.stg + w * SM90_STG_ELEMS);
     if (!WIDE) return own + (q & 1) * 16384;
     if (q < 2 + w) return own + q * 16384;
@@ -397,6 +398,8 @@ __device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, 
     const int tid = threadIdx.x & 127;
     mok_fence_proxy_async_shared();
     if (WIDE) {
+        /* lanes 0-1 commit one store group a part and nothing else while wide (the transitions wait for
+         * all theirs): the newest four are the previous task's parts 0-3 */
         if (tid < 2) mok_bulk_wait_read<2>();
         sm90_named_sync(2 + w, 128);
         if (tid == 0) sm90_wgrad_load_old<true>(out, sm, w, 0, 2, &sm.bars->g_old[w][0]);

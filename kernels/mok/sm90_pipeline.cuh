@@ -35,7 +35,7 @@ extern "C" {
 }
 
 #define SM90_THREADS 384
-#define SM90_STAGES 3 /* 4 measured no faster (2026-11-30 (s3)); the fourth's 48 KB hold the staging */
+#define SM90_STAGES 3 /* 4 measured no faster (2026-11-30 (s3)); a fourth's 48 KB hold the staging */
 #define SM90_BK 64
 #define SM90_BM 128
 #define SM90_PANEL_BYTES (64 * 64 * 2)        /* one 64 x 64 bf16 panel */
@@ -54,7 +54,7 @@ template <int STAGES>
 struct Sm90BarsT {
     uint64_t full[STAGES], empty[STAGES];
     uint64_t task_full[2], task_empty[2];
-    uint64_t g_old[2][2]; /* the backward's added weight gradients: consumer w's old values in staging half h */
+    uint64_t g_old[2][2]; /* the backward's added weight gradients: consumer w's old values (sm90_epilogue_wgrad_tma) */
     alignas(16) int task[2][8]; /* the task ring: a kernel's decoded task (Sm90FwdTask, Sm90BwdTask) */
     int dispatch_part; /* the dispatch warps' current part of an M tile */
     int push_base;     /* the megakernels' expert_offset_all[e0]: the rank's first row in row_slot_all */
