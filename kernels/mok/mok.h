@@ -162,7 +162,7 @@ typedef struct {
  * waiting for a task of that kind (skipped tasks' waits stay in [0] only). [MOK_TRACE_LATE]: tasks not
  * yet in the task ring when the consumer asked, [MOK_TRACE_LATE + 1] their waits (the rest of [0]
  * is the others': time between tasks that the producer did not cause). The traced backward spills
- * (100 / 96 bytes at s18; the untraced kernels spill nothing: tests/test_kernel_report.c): its times run a
+ * (108 / 104 bytes at s19; the untraced kernels spill nothing: tests/test_kernel_report.c): its times run a
  * little long. */
 /* MOK_TRACE_SLOTS: a block's words; the forward's and the backward's traces are separate buffers,
  * so their kernel-specific slots (15, 16) do not collide */

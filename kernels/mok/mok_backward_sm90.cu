@@ -49,16 +49,18 @@ struct Sm90BwdTask {
     Sm90TileRows rows;     /* M tile idx's rows, or expert idx's (r0: its first row, nrows: its count) */
 };
 
-/* Weight-gradient tasks that add into the gradients by TMA (adding) and have at most SM90_WIDE_KB K blocks (an
- * expert's rows: ≈ 170 at Kimi-like sizes) are wide: they stage a task's whole result (sm90_wgrad_buf), in the
- * consumers' staging and the stage ring's last stage, lent while they run (sm90_lend_stage), so that all four parts'
- * old values load as soon as the previous task's stores have read their places. Kimi-like backward kernel adding
- * 29.8 -> 28.35 ms. Writing, the same cost 1.6 ms (s19 r1): the two-stage ring lengthened the main loops by
- * 0.5 us a task, and the epilogue stayed at 2.8 us with the whole result staged, so its stores' drain is not what
- * holds it. Longer tasks (Qwen-like: ≈ 1000 rows) keep the three stages their main loops need. */
+/* Weight-gradient tasks that add into the gradients by TMA and have at most SM90_WIDE_KB K blocks (an expert's
+ * rows: ≈ 170 at Kimi-like sizes) are wide: they stage a task's whole result (sm90_wgrad_buf), in the consumers'
+ * staging and the stage ring's last stage, lent while they run (sm90_lend_stage), so that all four parts' old
+ * values load as soon as the previous task's stores have read their places. Kimi-like backward kernel adding
+ * 29.8-30.3 -> 27.0-27.2 ms (s19 r2, r6). Writing, the same cost 1.6 ms (s19 r1): the two-stage ring lengthened
+ * the main loops by 0.5 us a task, and the epilogue stayed at 2.8 us with the whole result staged, so its stores'
+ * drain is not what holds it. Longer tasks (Qwen-like: ≈ 1000 rows) keep the three stages their main loops need.
+ * Producer and consumers decide it alike, from the task and the launch's constants. */
 #define SM90_WIDE_KB 4
-__device__ __forceinline__ bool sm90_bwd_wide(const Sm90BwdTask &k, bool adding) {
-    return adding && (k.kind == BWD_WDOWN || k.kind == BWD_WGU) && k.rows.nrows <= SM90_WIDE_KB * SM90_BK;
+__device__ __forceinline__ bool sm90_bwd_wide(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90BwdTask &k) {
+    return tm.g_tma && !p.overwrite && (k.kind == BWD_WDOWN || k.kind == BWD_WGU) &&
+           k.rows.nrows <= SM90_WIDE_KB * SM90_BK;
 }
 
 /* The task behind ticket t: all dgrad, then wdown, then dx, then wgu (topological order), with its
@@ -130,7 +132,7 @@ __device__ void sm90_bwd_produce(const MokBwdParams &p, const Sm90BwdMaps &tm, c
         const Sm90BwdTask k = t < total ? sm90_bwd_task(p, MT, t) : Sm90BwdTask{-1, 0, 0, 0, 0, {0, 0, 0}};
         sm90_send_task(wd, sm.bars, tr, k);
         if (k.t < 0) return;
-        if (sm90_bwd_wide(k, tm.g_tma && !p.overwrite) != lent) {
+        if (sm90_bwd_wide(p, tm, k) != lent) {
             if (lent) sr.resize(SM90_STAGES);
             else sm90_lend_stage(wd, sm.bars, sr, t);
             lent = !lent;
@@ -433,16 +435,16 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
     static_assert(ADD || !WIDE, "wide tasks add (sm90_bwd_wide)");
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
     Sm90Bars *bars = sm.bars;
+    /* Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and the
+     * watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the wait
+     * instead (a trap, no record, where a load never lands) */
+    auto wait_old = [](uint64_t *bar, unsigned parity) {
+        for (unsigned spins = 0; !mok_mbar_try_wait(bar, parity);)
+            if (++spins == 1u << 30) asm volatile("trap;");
+    };
 #pragma unroll
     for (int part = 0; part < 4; part++) {
         unsigned char *buf = sm90_wgrad_buf<WIDE>(sm, w, part);
-        /* Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and
-         * the watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the
-         * wait instead (a trap, no record, where a load never lands) */
-        auto wait_old = [&](uint64_t *bar, unsigned parity) {
-            for (unsigned spins = 0; !mok_mbar_try_wait(bar, parity);)
-                if (++spins == 1u << 30) asm volatile("trap;");
-        };
         if (WIDE) {
             if (part == 0) { /* parts 0 and 1 in; the previous task's parts 2 and 3 have left their places */
                 wait_old(&bars->g_old[w][0], 0);
@@ -496,7 +498,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
     const Sm90TaskClock clock = sm90_consume_tasks<Sm90BwdTask, TRACE>(
         wd, sm, w, [&](const Sm90BwdTask &k, float(&acc)[128], __nv_bfloat16 *stg, Sm90Ring &sr, Sm90TaskClock &clock) {
             const int t = k.t;
-            if (sm90_bwd_wide(k, tm.g_tma && !p.overwrite) != lent) {
+            if (sm90_bwd_wide(p, tm, k) != lent) {
                 if (lent) sm90_wide_end(sm, sr, w);
                 else sm90_wide_begin(wd, sm, sr, w, t);
                 lent = !lent;
