@@ -64,7 +64,7 @@ if [ "$timing" != 0 ]; then
   echo "== timing (short): mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2"
   timeout 600 mpirun -np "$np" ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 \
     || fail=$((fail + 1))
-  for cb in 16 66 132; do   # the default tile; the simple one is the correctness reference above
+  for cb in 16 66 132; do   # the default tile's dispatch blocks; the simple tile is the correctness reference above
     echo "== mok timing: --comm-blocks $cb"
     timeout 600 mpirun -np "$np" ./mokc bench moe --impl mok --comm-blocks "$cb" \
       --config configs/bench/qwen3-30b-a3b-like.json --iters 5 --warmup 2 | grep '^mok ' || fail=$((fail + 1))

@@ -859,14 +859,14 @@ int cmd_bench(int argc, char **argv) {
                 }
                 printf("{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                        "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"comm_blocks\": %d, \"accumulate\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, \"fwd_tflops\": %s, "
-                       "\"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
+                       "\"comm_blocks\": %d, \"accumulate\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, "
+                       "\"fwd_tflops\": %s, \"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
                        "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
                        "\"dispatch_gbs_per_gpu\": %.1f, \"pad_share\": %.4f, \"mok_mib\": %.1f}\n",
                        shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm,
-                       args.accumulate, ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
-                       ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH], tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH],
-                       gbs, pad, mok_mib);
+                       args.accumulate, ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD],
+                       ms_s[MOK_T_FWD_GRAPH], ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH],
+                       tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH], gbs, pad, mok_mib);
                 if (mt[MOK_T_FWDBWD] > 0) {
                     printf("{\"bench\": \"moe_phases\", \"impl\": \"mok\", \"shape\": \"%s\", \"ep\": %d, "
                            "\"tokens_per_gpu\": %d, \"iters\": %d", shape, dist.ep, N, args.iters);
