@@ -18,7 +18,8 @@
  * as in the 128 x 256 tiles: 192 rows of A (one K-major box; consumer w its rows 64w..) by 192
  * columns of B (three N-major panels, wgmma's N), sm90_mma<0, 1>, so an accumulator row is a row of
  * C as in the megakernel's epilogues; groups of up to 192 rows read each slice of B once. Stored
- * from registers, two columns a store.
+ * from registers, two columns a store. gemm_sm90_grouped_r192_b32: the same with B in 32-column
+ * panels (64-byte swizzle), two boxes of 96 columns a stage.
  */
 #include "gemm_sm90.h"
 
@@ -35,6 +36,7 @@
 
 typedef struct {
     CUtensorMap a, b; /* (G, M, K): 64 K x 128 rows boxes (token-side: x rows8); (G, K, N): 64 N x 64 K boxes */
+    Sm90Panels b32;   /* the 192 x 192 tiles with B in 32-column panels: B's, 3 panels (96 columns) a box */
 } GemmSm90Maps;
 
 typedef struct {
@@ -75,11 +77,12 @@ __device__ __forceinline__ GemmTile gemm_tile(const GemmSm90Params &p, int t) {
 #define TOK_CONSUMER_REGS 152 /* 88 or 96 accumulators; 40 x 128 + 152 x 384 <= 65536 */
 
 /* The token-side kernel's shared memory (sm90_setup carves it) for tiles of TN rows of a group
- * (wgmma's N: 176 or 192): its stage geometry for sm90_mma, no staging. */
-template <int TN>
+ * (wgmma's N: 176 or 192): its stage geometry for sm90_mma, no staging. BPC: the columns of B's
+ * N-major panels (the 192 x 192 tiles: 64, or 32 with the 64-byte swizzle). */
+template <int TN, int BPC = 64>
 struct GemmTokSmem {
     static constexpr int STAGES = TOK_STAGES, A_BYTES = TOK_A_BYTES, B_BYTES = TN * SM90_BK * 2;
-    static constexpr int STAGING_BYTES = 0, CONSUMERS = (TOK_THREADS - 128) / 128;
+    static constexpr int STAGING_BYTES = 0, CONSUMERS = (TOK_THREADS - 128) / 128, B_PANEL_COLS = BPC;
     static constexpr int BYTES = 1024 + STAGES * (A_BYTES + B_BYTES) + (int)sizeof(Sm90BarsT<TOK_STAGES>);
     static_assert(BYTES <= 227 * 1024, "shared memory of one block");
     static_assert(A_BYTES % 1024 == 0 && B_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's alignment");
@@ -102,23 +105,34 @@ __device__ __forceinline__ GemmTile gemm_tile_192(const GemmSm90Params &p, int t
 /* Stages of the three-consumer tiles: the tile's rows of A (one K-major box at m0: 192 rows, or the
  * token-side's rows8, zero past M) and its B panels (those inside N). ROWS (the 192 x 192 tiles):
  * the rows into A's slot, the panels into B's; token-side: the panels into A's slot (wgmma's M),
- * the rows into B's. */
-template <int TN, bool ROWS>
+ * the rows into B's. BPC 32: B as two boxes of three 32-column panels, columns [n0, n0 + 96) and
+ * [n0 + 96, n0 + 192) (the megakernel's gate/up pairs would take each from its own matrix). */
+template <int TN, bool ROWS, int BPC>
 __device__ void gemm_produce_192(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd,
-                                 const GemmTokSmem<TN> &sm) {
-    Sm90Ring sr(GemmTokSmem<TN>::STAGES);
+                                 const GemmTokSmem<TN, BPC> &sm) {
+    using Smem = GemmTokSmem<TN, BPC>;
+    Sm90Ring sr(Smem::STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile_192(p, t);
         const int panels = min(3, (p.N - k.n0 + 63) / 64);
-        const unsigned bytes = (ROWS ? TOK_BN : p.rows8) * SM90_BK * 2 + panels * SM90_PANEL_BYTES;
+        const unsigned b_bytes = BPC == 32 ? sm90_panels_bytes(tm.b32, k.n0, p.N) +
+                                                 sm90_panels_bytes(tm.b32, k.n0 + TOK_BN / 2, p.N)
+                                           : panels * SM90_PANEL_BYTES;
+        const unsigned bytes = (ROWS ? TOK_BN : p.rows8) * SM90_BK * 2 + b_bytes;
         for (int kb = 0; kb < KB; kb++) {
             const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
             uint64_t *full = &sm.bars->full[s];
-            unsigned char *a = sm.a + s * GemmTokSmem<TN>::A_BYTES, *b = sm.b + s * GemmTokSmem<TN>::B_BYTES;
+            unsigned char *a = sm.a + s * Smem::A_BYTES, *b = sm.b + s * Smem::B_BYTES;
             if (ROWS) mok_tma_load_3d(a, &tm.a, full, kb * SM90_BK, k.m0, k.g);
-            for (int j = 0; j < panels; j++)
-                mok_tma_load_3d((ROWS ? b : a) + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j, kb * SM90_BK, k.g);
+            if constexpr (BPC == 32) {
+                sm90_load_panels(b, tm.b32, full, k.n0, p.N, kb * SM90_BK, k.g);
+                sm90_load_panels(b + Smem::B_BYTES / 2, tm.b32, full, k.n0 + TOK_BN / 2, p.N, kb * SM90_BK, k.g);
+            } else {
+                for (int j = 0; j < panels; j++)
+                    mok_tma_load_3d((ROWS ? b : a) + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j, kb * SM90_BK,
+                                    k.g);
+            }
             if (!ROWS) mok_tma_load_3d(b, &tm.a, full, kb * SM90_BK, k.m0, k.g);
         }
     }
@@ -162,25 +176,27 @@ __device__ __forceinline__ void gemm_store_r192(const GemmSm90Params &p, const f
 }
 
 /* The three-consumer tiles (512 threads): token-side (ROWS false: TN of a group's rows as wgmma's
- * N, sm90_mma<1, 0>) or 192 x 192 (ROWS, TN = 192: sm90_mma<0, 1>). */
-template <int TN, bool ROWS>
+ * N, sm90_mma<1, 0>) or 192 x 192 (ROWS, TN = 192: sm90_mma<0, 1>; BPC: B's panel columns). */
+template <int TN, bool ROWS, int BPC = 64>
 __global__ void __launch_bounds__(TOK_THREADS, 1)
     gemm_sm90_192_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
 #if MOK_SM90
+    static_assert(BPC == 64 || ROWS, "32-column panels: the 192 x 192 tiles' B");
+    using Smem = GemmTokSmem<TN, BPC>;
     extern __shared__ unsigned char smem_raw[];
-    const GemmTokSmem<TN> sm = sm90_setup<GemmTokSmem<TN>>(smem_raw);
+    const Smem sm = sm90_setup<Smem>(smem_raw);
     const Sm90Watch wd = {p.err, p.claim, p.budget_ns};
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<TOK_PRODUCER_REGS>();
-        if (threadIdx.x == 0) gemm_produce_192<TN, ROWS>(p, tm, wd, sm);
+        if (threadIdx.x == 0) gemm_produce_192<TN, ROWS, BPC>(p, tm, wd, sm);
         return;
     }
     mok_setmaxnreg_inc<TOK_CONSUMER_REGS>();
     float acc[TN / 2];
 #pragma unroll
     for (int i = 0; i < TN / 2; i++) acc[i] = 0.0f;
-    Sm90Ring sr(GemmTokSmem<TN>::STAGES);
+    Sm90Ring sr(Smem::STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile_192(p, t);
@@ -335,7 +351,7 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
 }
 
 /* The tiles behind the entry points (GEMM_128x256 also with RoPE in its epilogue). */
-enum { GEMM_128x256, GEMM_TOK176, GEMM_TOK192, GEMM_R192 };
+enum { GEMM_128x256, GEMM_TOK176, GEMM_TOK192, GEMM_R192, GEMM_R192_B32 };
 
 typedef void (*GemmKernel)(GemmSm90Params, GemmSm90Maps);
 typedef struct {
@@ -359,6 +375,9 @@ static GemmVariant gemm_variant(int kind, int rope) {
     case GEMM_R192:
         return {gemm_sm90_192_kernel<192, true>, "gemm_sm90_grouped_r192", 0, TOK_BN, TOK_BN, TOK_THREADS, smem192,
                 regs3};
+    case GEMM_R192_B32:
+        return {gemm_sm90_192_kernel<192, true, 32>, "gemm_sm90_grouped_r192_b32", 0, TOK_BN, TOK_BN, TOK_THREADS,
+                GemmTokSmem<192, 32>::BYTES, regs3};
     default:
         return {rope ? gemm_sm90_kernel<true> : gemm_sm90_kernel<false>, rope ? "gemm_sm90_rope" : "gemm_sm90_grouped",
                 0, SM90_BM, GEMM_BN, SM90_THREADS, SM90_SMEM_BYTES,
@@ -400,6 +419,8 @@ static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, i
     const int rows8 = (M + 7) / 8 * 8;
     sm90_encode(&tm.a, A, 3, K, M, G, v.tok ? rows8 : v.bm);
     sm90_encode(&tm.b, B, 3, N, K, G, 64);
+    if (kind == GEMM_R192_B32) sm90_encode_panels(&tm.b32, B, N, K, G, 3, 32);
+    else memset(&tm.b32, 0, sizeof tm.b32);
     GemmSm90Params p;
     p.c = reinterpret_cast<__nv_bfloat16 *>(C);
     p.rope = rope, p.rope_T = T, p.rope_D = D;
@@ -432,6 +453,11 @@ extern "C" void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_
 extern "C" void gemm_sm90_grouped_r192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                        cudaStream_t stream) {
     gemm_launch(GEMM_R192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+}
+
+extern "C" void gemm_sm90_grouped_r192_b32(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                           cudaStream_t stream) {
+    gemm_launch(GEMM_R192_B32, C, A, B, G, M, N, K, NULL, 0, 0, stream);
 }
 
 extern "C" int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why) {

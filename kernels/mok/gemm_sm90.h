@@ -55,6 +55,13 @@ void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G
 void gemm_sm90_grouped_r192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                             cudaStream_t stream);
 
+/* The same with B's slice of a tile loaded as two boxes of 96 columns, each three 32-column panels with
+ * the 64-byte swizzle: what the megakernel's gate/up tasks would load (96 columns of w_gate beside the
+ * same of w_up, so that gate and up column j meet in one thread's accumulators). The products are the
+ * same instructions on the same values as gemm_sm90_grouped_r192's: the same bits. */
+void gemm_sm90_grouped_r192_b32(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                                cudaStream_t stream);
+
 /* C = A @ B (one group, M x K by K x N) with the rotary embedding applied to C's rows in the
  * epilogue: row m is position m % T (rows are (batch, position)), C's
  * columns are heads of D, the table is rope.h's (gpu_rope_table_init: cos, sin of T x D). The

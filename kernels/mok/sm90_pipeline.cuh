@@ -72,7 +72,7 @@ static_assert(SM90_SMEM_BYTES <= 227 * 1024, "shared memory of one block");
  * constants are the stage geometry sm90_mma reads (a shared-memory type of another tile gives its own). */
 struct Sm90Smem {
     static constexpr int STAGES = SM90_STAGES, A_BYTES = SM90_A_BYTES, B_BYTES = SM90_B_BYTES;
-    static constexpr int STAGING_BYTES = SM90_STAGING_BYTES, CONSUMERS = 2;
+    static constexpr int STAGING_BYTES = SM90_STAGING_BYTES, CONSUMERS = 2, B_PANEL_COLS = 64;
     unsigned char *a, *b; /* SM90_STAGES stages each */
     __nv_bfloat16 *stg;   /* consumer w's staging at + SM90_STG_ELEMS * w */
     Sm90Bars *bars;
@@ -321,22 +321,24 @@ __device__ __forceinline__ void sm90_zero_k_tail(unsigned char *a, unsigned char
 
 /* The bytes sm90_load_panels brings for panels from column c0 of a tensor of `cols` columns. */
 __device__ __forceinline__ unsigned sm90_panels_bytes(const Sm90Panels &p, int c0, int cols) {
-    const int n = p.whole ? p.n : min(p.n, (cols - c0 + 63) / 64);
-    return (unsigned)max(n, 0) * SM90_PANEL_BYTES;
+    if (c0 >= cols) return 0;
+    const int n = p.whole ? p.n : min(p.n, (cols - c0 + p.width - 1) / p.width);
+    return (unsigned)n * (unsigned)p.width * 128u;
 }
 
-/* Producer: the n panels of p from column c0 (a multiple of 64) of a tensor of `cols` columns, K
- * lines [k0, k0 + 64) of matrix `mat`, into dst (panel j at dst + j * SM90_PANEL_BYTES). One box
- * where the columns are whole panels (its panels past them zero-filled, their bytes counted); else
- * one a panel, those wholly past the columns not loaded. */
+/* Producer: the n panels of p from column c0 (a multiple of the panels' width) of a tensor of `cols`
+ * columns, K lines [k0, k0 + 64) of matrix `mat`, into dst (panel j at dst + j * 128 * width bytes).
+ * One box where the columns are whole panels (its panels past them zero-filled, their bytes
+ * counted); else one a panel, those wholly past the columns not loaded (none at all from c0 >= cols). */
 __device__ __forceinline__ void sm90_load_panels(unsigned char *dst, const Sm90Panels &p, uint64_t *full, int c0,
                                                  int cols, int k0, int mat) {
+    if (c0 >= cols) return;
     if (p.whole) {
-        mok_tma_load_4d(dst, &p.map, full, 0, k0, c0 / 64, mat);
+        mok_tma_load_4d(dst, &p.map, full, 0, k0, p.width == 32 ? c0 >> 5 : c0 >> 6, mat); /* c0 >= 0 */
         return;
     }
-    for (int j = 0; j < p.n && c0 + 64 * j < cols; j++)
-        mok_tma_load_3d(dst + j * SM90_PANEL_BYTES, &p.map, full, c0 + 64 * j, k0, mat);
+    for (int j = 0; j < p.n && c0 + p.width * j < cols; j++)
+        mok_tma_load_3d(dst + j * p.width * 128, &p.map, full, c0 + p.width * j, k0, mat);
 }
 
 /* One 16-wide K step of a consumer: acc (+)= A (64 x 16, desc a) @ B (16 x 256, 176 or 192, desc b). */
@@ -367,8 +369,12 @@ struct Sm90NoStep {
 template <int TA, int TB, int N, class Smem, class Mid = Sm90NoStep>
 __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, const Smem &sm, Sm90Ring &sr, int w,
                                          int KB, int k_tail, int tile, Mid mid = Mid()) {
-    constexpr unsigned lbo_a = TA ? SM90_PANEL_BYTES : 16, lbo_b = TB ? SM90_PANEL_BYTES : 16;
-    constexpr int step_a = TA ? 128 : 2, step_b = TB ? 128 : 2; /* per 16-wide K step, in 16-byte units */
+    /* B in 32-column panels (Smem::B_PANEL_COLS, N-major only): the 64-byte swizzle's geometry */
+    constexpr bool b32 = Smem::B_PANEL_COLS == 32;
+    static_assert(!b32 || TB, "32-column panels are an N-major B's");
+    constexpr unsigned lbo_a = TA ? SM90_PANEL_BYTES : 16, lbo_b = TB ? (b32 ? 4096 : SM90_PANEL_BYTES) : 16;
+    constexpr unsigned sbo_b = b32 ? 512 : 1024;
+    constexpr int step_a = TA ? 128 : 2, step_b = TB ? (b32 ? 64 : 128) : 2; /* a 16-wide K step, 16-byte units */
     int prev = -1;
     for (int kb = 0; kb < KB; kb++) {
         const int s = sr.slot();
@@ -377,7 +383,8 @@ __device__ __forceinline__ void sm90_mma(float (&acc)[N], const Sm90Watch &wd, c
         /* other geometries pass k_tail = 64: their K tails are TMA's zero fill (3D maps) */
         if constexpr ((TA || TB) && std::is_same<Smem, Sm90Smem>::value)
             if (kb == KB - 1 && k_tail < 64) sm90_zero_k_tail(a, b, k_tail);
-        const uint64_t da = mok_wgmma_desc(a + w * SM90_PANEL_BYTES, lbo_a, 1024), db = mok_wgmma_desc(b, lbo_b, 1024);
+        const uint64_t da = mok_wgmma_desc(a + w * SM90_PANEL_BYTES, lbo_a, 1024);
+        const uint64_t db = mok_wgmma_desc(b, lbo_b, sbo_b, b32 ? 64 : 128);
         mok_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < SM90_BK / 16; kk++)

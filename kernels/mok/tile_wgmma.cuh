@@ -5,8 +5,8 @@
  * three-consumer tiles). sm_90a only: every body is compiled only where __CUDA_ARCH_FEAT_SM90_ALL is
  * defined (the callers check MOK_SM90 before using them).
  *
- * Shared-memory layouts (both 128-byte swizzled, written by TMA with CU_TENSOR_MAP_SWIZZLE_128B,
- * each tile 1024-byte aligned so the descriptors' base offset is 0):
+ * Shared-memory layouts (128-byte swizzled, written by TMA with CU_TENSOR_MAP_SWIZZLE_128B, each tile
+ * 1024-byte aligned so the descriptors' base offset is 0; one 64-byte swizzled form below):
  *  - A, K-major: a box of rows x 64 K (bf16): row r at r * 128 bytes; 8-row groups 1024 bytes
  *    apart (SBO = 1024; LBO unused for swizzled K-major). The k-th 16-wide K step starts 32 bytes
  *    further (the hardware applies the XOR swizzle to the final addresses).
@@ -15,6 +15,10 @@
  *    panel, 8192 bytes apart (LBO = panel stride); K row r at r * 128 bytes inside a panel, 8-row
  *    groups 1024 bytes apart (SBO). The k-th 16-row K step starts 2048 bytes further.
  *  - A M-major: as B N-major, with M for N (an m64 instruction reads one panel).
+ *  - B N-major in 32-column panels (CU_TENSOR_MAP_SWIZZLE_64B, descriptor layout 2): 64 K rows x 32 N
+ *    a panel, 4096 bytes apart (LBO); K row r at r * 64 bytes, 8-row groups 512 bytes apart (SBO);
+ *    the k-th 16-row K step starts 1024 bytes further. Lets a tile's columns start at any multiple
+ *    of 32 (the forward's gate/up pairs, 96 columns each).
  */
 #ifndef MOKC_KERNELS_MOK_TILE_WGMMA_CUH
 #define MOKC_KERNELS_MOK_TILE_WGMMA_CUH
@@ -182,10 +186,11 @@ __device__ __forceinline__ void mok_setmaxnreg_inc() {
 }
 
 /* 128-byte-swizzle descriptor of a tile starting at `smem`, byte offsets lbo / sbo. */
-__device__ __forceinline__ uint64_t mok_wgmma_desc(const void *smem, unsigned lbo, unsigned sbo) {
+/* swizzle: the layout's span in bytes, 128 or 64 (the descriptor's layout type 1 or 2) */
+__device__ __forceinline__ uint64_t mok_wgmma_desc(const void *smem, unsigned lbo, unsigned sbo, int swizzle = 128) {
     const uint64_t a = mok_smem_u32(smem);
     return ((a & 0x3FFFF) >> 4) | ((uint64_t)((lbo & 0x3FFFF) >> 4) << 16) |
-           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+           ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | ((swizzle == 64 ? 2ull : 1ull) << 62);
 }
 
 __device__ __forceinline__ void mok_wgmma_fence() {
@@ -277,15 +282,16 @@ void sm90_encode(CUtensorMap *map, const void *base, int rank, long cols, long r
 /* The same for an fp32 tensor of dims {cols, rows, mats}: boxes of 32 columns (128 bytes) x 64
  * rows, for TMA stores (elements past the edges are not written). */
 void sm90_encode_f32(CUtensorMap *map, const float *base, long cols, long rows, long mats);
-/* The MN-major panels of a bf16 tensor of dims {cols, rows, mats} (K along rows): 64 columns x 64
- * K lines each (128-byte swizzled, zero-filled past the edges). Where cols is a multiple of 64
- * (`whole`), `map` is a 4D view {64 columns, rows, panels, mats} whose boxes hold n adjacent
+/* The MN-major panels of a bf16 tensor of dims {cols, rows, mats} (K along rows): `width` columns x
+ * 64 K lines each, 64 columns 128-byte swizzled or 32 columns 64-byte swizzled (one line of a panel
+ * is the swizzle's span), zero-filled past the edges. Where cols is a multiple of the width
+ * (`whole`), `map` is a 4D view {width columns, rows, panels, mats} whose boxes hold n adjacent
  * panels (a TMA load has a cost of its own, beside its bytes: s15 measured it); else a 3D map of
  * one panel a box (a box's last panel would read the next line past a partial panel's columns). */
 typedef struct {
     CUtensorMap map;
-    int n, whole;
+    int n, whole, width;
 } Sm90Panels;
-void sm90_encode_panels(Sm90Panels *p, const void *base, long cols, long rows, long mats, int n);
+void sm90_encode_panels(Sm90Panels *p, const void *base, long cols, long rows, long mats, int n, int width = 64);
 
 #endif

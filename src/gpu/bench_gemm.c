@@ -26,7 +26,8 @@ static const char *gemm_help =
     "--warmup, and checks every output element against cuBLAS (relative error >= 1e-2 fails the run).\n"
     "With M <= 176 or 192 (an expert's tokens) also the token-side tiles (\"mok_sm90_tok\", \"mok_sm90_tok192\":\n"
     "192 columns of B by all M rows in tiles of 176 or 192, each slice of B read once per group), and always\n"
-    "the 192 x 192 tiles in the 128 x 256 tiles' orientation (\"mok_sm90_r192\").\n"
+    "the 192 x 192 tiles in the 128 x 256 tiles' orientation (\"mok_sm90_r192\"; \"mok_sm90_r192_b32\": B in\n"
+    "32-column panels with the 64-byte swizzle, two boxes of 96 columns a stage).\n"
     "Without --m/--n/--k/--groups: dense 8192 x 8192 x 8192, then 64 groups of 1024 x 1536 x 2048;\n"
     "with any of them, one case (the others default to 8192 and 1 group). N and K: multiples of 8.\n"
     "Prints a JSON line per implementation and case. Needs an SM 9.0 (Hopper) GPU and a sm_90a build.\n"
@@ -54,7 +55,8 @@ static const struct {
 } mok_impls[] = {{"mok_sm90", gemm_sm90_grouped, 0},
                  {"mok_sm90_tok", gemm_sm90_grouped_tok, 176},
                  {"mok_sm90_tok192", gemm_sm90_grouped_tok192, 192},
-                 {"mok_sm90_r192", gemm_sm90_grouped_r192, 0}};
+                 {"mok_sm90_r192", gemm_sm90_grouped_r192, 0},
+                 {"mok_sm90_r192_b32", gemm_sm90_grouped_r192_b32, 0}};
 enum { IMPL_CUBLAS = (int)(sizeof mok_impls / sizeof mok_impls[0]), IMPL_COUNT };
 
 static const char *impl_name(int impl) { return impl < IMPL_CUBLAS ? mok_impls[impl].name : "cublas"; }

@@ -8,7 +8,8 @@
  * of at most 176 (192) rows also run on the token-side tiles (gemm_sm90_grouped_tok, _tok192: M not a multiple of
  * 8, N past the last 192-column tile, ending inside its second or third panel, or under 64, more
  * tiles than SMs so that blocks lap the stage ring across tiles), held to the same, and every group
- * on the 192 x 192 tiles (gemm_sm90_grouped_r192: M and N past their last tile). And
+ * on the 192 x 192 tiles (gemm_sm90_grouped_r192: M and N past their last tile; _r192_b32, B in 32-column
+ * panels: N ending inside either 96-column box or past the first, and the same bits as _r192). And
  * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
  * Skipped without an SM 9.0 GPU and a build for sm_90a.
  */
@@ -53,6 +54,23 @@ static void check_impl(const char *name, GroupedGemm gemm, const bf16_t *dA, con
     free(got), free(run[0]), free(run[1]);
 }
 
+/* Two implementations that run the same products on the same values: the same bits. */
+static void same_bits(const char *name, GroupedGemm gemm, const char *ref_name, GroupedGemm ref_gemm,
+                      const bf16_t *dA, const bf16_t *dB, int G, int M, int N, int K) {
+    const size_t bytes = (size_t)G * M * N * sizeof(bf16_t);
+    bf16_t *dC[2], *got[2];
+    for (int i = 0; i < 2; i++) {
+        dC[i] = gpu_poisoned(bytes);
+        (i ? ref_gemm : gemm)(dC[i], dA, dB, G, M, N, K, 0);
+        got[i] = mallocCheck(bytes);
+        gpu_download(got[i], dC[i], bytes);
+        cudaCheck(cudaFree(dC[i]));
+    }
+    CHECK_MSG(memcmp(got[0], got[1], bytes) == 0, "%s %d x (%d x %d x %d): not the same bits as %s", name, G, M, N, K,
+              ref_name);
+    free(got[0]), free(got[1]);
+}
+
 static void one_case(int G, int M, int N, int K) {
     const long nA = (long)G * M * K, nB = (long)G * K * N, nC = (long)G * M * N;
     float *A = gpu_rand_array(nA, 1.0f, 1), *B = gpu_rand_array(nB, 1.0f, 1);
@@ -64,6 +82,9 @@ static void one_case(int G, int M, int N, int K) {
     if (M <= 176) check_impl("gemm_sm90_tok", gemm_sm90_grouped_tok, dA, dB, ref, G, M, N, K);
     if (M <= 192) check_impl("gemm_sm90_tok192", gemm_sm90_grouped_tok192, dA, dB, ref, G, M, N, K);
     check_impl("gemm_sm90_r192", gemm_sm90_grouped_r192, dA, dB, ref, G, M, N, K);
+    check_impl("gemm_sm90_r192_b32", gemm_sm90_grouped_r192_b32, dA, dB, ref, G, M, N, K);
+    same_bits("gemm_sm90_r192_b32", gemm_sm90_grouped_r192_b32, "gemm_sm90_r192", gemm_sm90_grouped_r192, dA, dB, G,
+              M, N, K);
     cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB));
     free(A), free(B), free(ref);
 }
@@ -79,7 +100,8 @@ static void test_gemm_sm90_grouped(void) {
     const int shapes[][4] = {{1, 1, 8, 8},        {3, 200, 136, 72},  {2, 129, 264, 200}, {2, 2100, 264, 64},
                              {40, 130, 520, 136}, {1, 300, 1000, 1096}, {6, 170, 392, 712}, {2, 176, 128, 64},
                              {3, 37, 40, 520},    {60, 24, 400, 72},
-                             {300, 40, 392, 200}, {5, 185, 392, 136}, {2, 192, 200, 72}};
+                             {300, 40, 392, 200}, {5, 185, 392, 136}, {2, 192, 200, 72},
+                             {4, 150, 480, 264},  {2, 100, 224, 128}};
     for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         one_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
 }
