@@ -117,8 +117,8 @@ $(BUILD)/gen/version.h: FORCE
 	   echo '#define MOKC_GIT_REVISION "'$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo -dirty)'"'; \
 	   echo '#define MOKC_BUILD_FLAGS "cuda=$(if $(filter 1,$(WITH_CUDA)),$(ARCH),off) san=$(SAN) cpu_arch=$(CPU_ARCH)"'; } > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
-$(BUILD)/src/main.o: CFLAGS += -I$(BUILD)/gen
-$(BUILD)/src/main.o: $(BUILD)/gen/version.h
+$(BUILD)/src/main.o $(BUILD)/src/run_record.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/src/main.o $(BUILD)/src/run_record.o: $(BUILD)/gen/version.h
 $(BUILD)/tests/runner.o: CFLAGS += -I$(BUILD)/tests
 $(BUILD)/tests/runner.o: $(BUILD)/tests/suites.h
 

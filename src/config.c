@@ -85,7 +85,9 @@ static const KeyDesc keys[] = {
     INT("checkpoint.every", checkpoint.every, 0, 0, BIG, "steps between checkpoints; 0 = only after the last step and on a stop signal"),
     INT("checkpoint.keep", checkpoint.keep, 3, 1, BIG, "newest complete checkpoints kept"),
     STR("checkpoint.resume", checkpoint.resume, "\"\" = fresh start, \"auto\" = newest complete checkpoint, or a checkpoint path"),
-    STR("log.metrics_path", log.metrics_path, "JSON-lines file, one object per step; \"\" = none"),
+    {"log.metrics_path", KT_STRING, OFF(log.metrics_path), false, 0, "auto", 0, 0, NULL,
+     "the run record (JSON lines: a header with the command, config, build and machine, then one object per step); "
+     "\"auto\" = runs/<the spec's file name>.jsonl, \"\" = none"},
     INT("log.every", log.every, 1, 1, BIG, "steps between progress lines"),
     ENUMK("backend", backend, "auto", backend_choices, "auto = cuda when a GPU is present and built in, else cpu"),
     ENUMK("moe_impl", moe_impl, "auto", moe_impl_choices,

@@ -2,21 +2,20 @@
  * mokc: the command line. Dispatches to train / prepare / bench / check / version / help.
  * Usage errors print the usage on stderr and exit 2.
  */
-#include <cjson/cJSON.h>
-#include <hdf5.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common.h"
 #include "config.h"
 #include "prepare.h"
+#include "run_record.h"
 #include "train.h"
 #include "version.h"
 #ifdef MOKC_CUDA
 #include "gpu/bench_attn.h"
 #include "gpu/bench_gemm.h"
 #include "gpu/bench_moe.h"
+#include "gpu/bench_util.h"
 #endif
 
 static const char *usage_text =
@@ -33,7 +32,9 @@ static const char *usage_text =
     "  version                                      version, build options, library versions\n"
     "  help [command|config]                        this text, a command's help, or every spec key\n"
     "\n"
-    "launch on several ranks: mpirun -np N ./mokc train SPEC.json   (or: srun --mpi=pmix ./mokc ...)\n";
+    "launch on several ranks: mpirun -np N ./mokc train SPEC.json   (or: srun --mpi=pmix ./mokc ...)\n"
+    "run records: train writes log.metrics_path (default runs/<spec name>.jsonl); bench writes --record PATH\n"
+    "(default runs/bench-<what>.jsonl): JSON lines, a header (command, config, build, machine), then the results.\n";
 
 static const char *train_help =
     "usage: mokc train SPEC.json [--set key.path=value ...]\n"
@@ -49,16 +50,11 @@ static int usage_error(const char *fmt, const char *arg) {
 }
 
 static int cmd_version(void) {
-    unsigned h5maj, h5min, h5rel;
-    H5get_libversion(&h5maj, &h5min, &h5rel);
-    char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(mpi_version, &len);
-    char *nl = strchr(mpi_version, ',');
-    if (nl) *nl = 0;
+    RunLibraries lib;
+    run_libraries(&lib);
     printf("mokc %s (git %s)\n", MOKC_VERSION, MOKC_GIT_REVISION);
     printf("build: %s\n", MOKC_BUILD_FLAGS);
-    printf("cJSON %s, HDF5 %u.%u.%u, %s\n", cJSON_Version(), h5maj, h5min, h5rel, mpi_version);
+    printf("%s, %s, %s\n", lib.cjson, lib.hdf5, lib.mpi);
     return 0;
 }
 
@@ -108,17 +104,41 @@ static int cmd_help(int argc, char **argv) {
     return usage_error("no help for '%s'", topic);
 }
 
+#ifdef MOKC_CUDA
+/* `--record PATH` taken out of a bench command line (the benches parse the rest) and handed to
+ * bench_record_set; without it the record goes to runs/bench-<what>.jsonl. Returns -1, or the exit
+ * code of a usage error. */
+static int take_bench_record(int *argc, char **argv, const char *what) {
+    static char dflt[64];
+    snprintf(dflt, sizeof dflt, "runs/bench-%s.jsonl", what);
+    const char *path = dflt;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--record") != 0) continue;
+        if (i + 1 >= *argc) return usage_error("%s", "--record needs a file path");
+        path = argv[i + 1];
+        for (int j = i; j + 2 <= *argc; j++) argv[j] = argv[j + 2];
+        *argc -= 2;
+        break;
+    }
+    bench_record_set(path, *argc, argv);
+    return -1;
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc < 2) return usage_error("%s", "no command given");
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, train_help);
     if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 1, argv + 1);
 #ifdef MOKC_CUDA
-    if (strcmp(cmd, "bench") == 0 && argc > 2 && strcmp(argv[2], "attn") == 0)
-        return cmd_bench_attn(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0 && argc > 2 && strcmp(argv[2], "gemm") == 0)
-        return cmd_bench_gemm(argc - 1, argv + 1);
-    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) {
+        const char *what = argc > 2 && (strcmp(argv[2], "attn") == 0 || strcmp(argv[2], "gemm") == 0) ? argv[2] : "moe";
+        int bargc = argc - 1, rc = take_bench_record(&bargc, argv + 1, what);
+        if (rc >= 0) return rc;
+        if (strcmp(what, "attn") == 0) return cmd_bench_attn(bargc, argv + 1);
+        if (strcmp(what, "gemm") == 0) return cmd_bench_gemm(bargc, argv + 1);
+        return cmd_bench(bargc, argv + 1);
+    }
 #else
     if (strcmp(cmd, "bench") == 0) return not_built("bench", "a build with the CUDA backend (nvcc and NCCL found)");
 #endif

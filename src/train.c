@@ -19,7 +19,9 @@
 #include "dist.h"
 #include "model.h"
 #include "optim.h"
+#include "run_record.h"
 #include "signals.h"
+#include "step_parts.h"
 #ifdef MOKC_CUDA
 #include "gpu/comms.h"
 #include "gpu/device.h"
@@ -40,7 +42,16 @@ typedef struct {
     int *inputs, *targets;
     int step;                   /* optimizer steps done */
     int64_t tokens_seen;
-    FILE *metrics;
+    FILE *metrics;              /* rank 0's run record (log.metrics_path) */
+    const char *spec_path;
+    int argc;                   /* the command line, for the record */
+    char **argv;
+    int first_step;             /* the step this process started after (> 0: resumed) */
+    double window_seconds;      /* the closing summary's steps: their time, tokens, GPU parts */
+    int64_t window_tokens;
+    int window_steps;
+    double window_parts[STEP_PARTS];
+    double run_seconds;         /* all of this process's steps, for the ETA */
     int saved_step;             /* step of the newest checkpoint written or loaded; -1: none */
     const char *backend_note;   /* why this backend was chosen */
     int use_gpu;                /* the CUDA backend runs the model (else the CPU reference) */
@@ -255,7 +266,14 @@ static void checkpoint_resume(Trainer *tr) {
 /* Rank 0's metrics file: new for a fresh run. A resumed run keeps the lines up to its checkpoint's
  * step (a crashed run may have logged later ones) and appends, so the file reads as one run. */
 static void open_metrics(Trainer *tr) {
-    const char *path = tr->cfg.log.metrics_path;
+    char *path = tr->cfg.log.metrics_path;
+    if (strcmp(path, "auto") == 0) { /* runs/<the spec's file name without .json>.jsonl */
+        const char *base = strrchr(tr->spec_path, '/');
+        base = base ? base + 1 : tr->spec_path;
+        int stem = (int)strlen(base);
+        if (stem > 5 && strcmp(base + stem - 5, ".json") == 0) stem -= 5;
+        snprintf(path, CONFIG_PATH_MAX, "runs/%.*s.jsonl", stem, base);
+    }
     if (!path[0] || tr->dist.rank != 0) return;
     if (!mokc_make_parent_dirs(path))
         mokc_die(MOKC_EXIT_USAGE, "choose a log.metrics_path in a writable directory",
@@ -276,12 +294,25 @@ static void open_metrics(Trainer *tr) {
             mokc_die(MOKC_EXIT_RUNTIME, "check free disk space", "cannot rewrite the metrics file '%s'", path);
     }
     tr->metrics = fopenCheck(path, tr->step > 0 ? "a" : "w");
+    char *config = config_to_json(&tr->cfg);
+    RunHeader h = {.command = "train", .argc = tr->argc, .argv = tr->argv, .config_json = config, .dist = &tr->dist,
+                   .backend = tr->use_gpu ? "cuda" : "cpu", .gpus = -1, .seed = (long long)tr->cfg.train.seed,
+                   .resumed_from = tr->step > 0 ? tr->step : -1};
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) {
+        h.gpu = tr->gpu_name, h.gpus = tr->dist.world;
+        h.moe_impl = gpu_model_moe_impl(tr->gpu) == MOE_IMPL_MOK ? "mok" : "unfused";
+    }
+#endif
+    run_record_header(tr->metrics, &h);
+    free(config);
 }
 
 static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     const char *spec, **sets;
     int n_sets;
     parse_args(argc, argv, help, &spec, &sets, &n_sets);
+    tr->spec_path = spec, tr->argc = argc, tr->argv = argv;
     /* Every rank reads the same spec and finds the same problems: report them before MPI starts,
      * once, from the rank the launcher calls 0 (dist_pre_init_exit: it alone fails). */
     ConfigErrors errors;
@@ -340,6 +371,7 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
         gpu_model_set_expert_bias(tr->gpu, tr->expert_bias);
     }
 #endif
+    tr->first_step = tr->step;
     open_metrics(tr);
 }
 
@@ -487,6 +519,8 @@ static double load_imbalance(const Trainer *tr) {
 
 typedef struct {
     double loss, aux, norm, lr, seconds, tokens_per_s, imbalance;
+    int64_t tokens;
+    double parts_ms[STEP_PARTS]; /* the GPU's step time by part (gpu/step_timer.h; zeros on the CPU) */
 } StepStats;
 
 /* One micro-batch forward and backward into the gradients; returns its mean loss, adds its aux
@@ -566,6 +600,9 @@ static StepStats train_step(Trainer *tr) {
     s.aux = sums[1] / (c->train.grad_accum * tr->dist.world);
     s.lr = lr_at_step(&c->train, tr->step);
     s.norm = optimizer_step(tr, s.lr);
+#ifdef MOKC_CUDA
+    if (tr->use_gpu) gpu_model_step_times(tr->gpu, s.parts_ms);
+#endif
     update_expert_bias(tr);
 #ifdef MOKC_CUDA
     if (tr->use_gpu) gpu_model_set_expert_bias(tr->gpu, tr->expert_bias);
@@ -574,6 +611,7 @@ static StepStats train_step(Trainer *tr) {
     tr->step++;
     int64_t tokens = (int64_t)c->train.grad_accum * c->train.micro_batch * c->train.seq_len * tr->dist.world;
     tr->tokens_seen += tokens;
+    s.tokens = tokens;
     s.seconds = mokc_now_seconds() - t0;
     s.tokens_per_s = (double)tokens / s.seconds;
     return s;
@@ -601,18 +639,44 @@ static double validate(Trainer *tr) {
  * 6 x active parameters x tokens + attention). */
 #define MFU_PEAK_FLOPS 989e12
 
+/* The closing summary leaves out a run's first steps (allocation, clocks, library heuristics): the
+ * first min(19, steps / 2) of this process, so that a 100-step run averages steps 20-100. */
+static int summary_skips(const Trainer *tr) {
+    int n = tr->cfg.train.steps - tr->first_step;
+    return n / 2 < 19 ? n / 2 : 19;
+}
+
+/* "1h02m", "3m05s", "12s": the time left at the mean step time of this process so far. */
+static void format_eta(const Trainer *tr, char *buf, size_t len) {
+    int done = tr->step - tr->first_step, left = tr->cfg.train.steps - tr->step;
+    long t = done > 0 ? (long)(tr->run_seconds / done * left + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else if (t >= 60) snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, len, "%lds", t);
+}
+
 static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
     const MokcConfig *c = &tr->cfg;
+    tr->run_seconds += s->seconds;
+    if (tr->step - tr->first_step > summary_skips(tr)) {
+        tr->window_steps++;
+        tr->window_seconds += s->seconds;
+        tr->window_tokens += s->tokens;
+        for (int p = 0; p < STEP_PARTS; p++) tr->window_parts[p] += s->parts_ms[p];
+    }
     if (tr->dist.rank != 0) return;
     bool last = tr->step == c->train.steps;
     double per_rank = s->tokens_per_s / tr->dist.world;
     double mfu = tr->use_gpu ? model_flops_per_token(&tr->dims, c->train.seq_len) * per_rank / MFU_PEAK_FLOPS : NAN;
     if (tr->step % c->log.every == 0 || tr->step == 1 || last) {
+        char eta[32];
+        format_eta(tr, eta, sizeof eta);
         printf("step %5d/%d | loss %.4f | aux %.4f | norm %.3f | lr %.2e | %6.0f ms | %7.0f tok/s", tr->step,
                c->train.steps, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s);
         if (tr->use_gpu) printf(" | %7.0f tok/s/GPU | MFU %4.1f%%", per_rank, 100 * mfu);
         printf(" | load max/mean %.2f", s->imbalance);
         if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+        if (!last) printf(" | ETA %s", eta);
         printf("\n");
         fflush(stdout);
     }
@@ -623,11 +687,37 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
                 "\"load_max_over_mean\": %.6g",
                 tr->step, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s, per_rank,
                 (long long)tr->tokens_seen, s->imbalance);
-        if (tr->use_gpu) fprintf(tr->metrics, ", \"mfu\": %.6g", mfu);
+        if (tr->use_gpu) {
+            fprintf(tr->metrics, ", \"mfu\": %.6g, \"gpu_ms\": {", mfu);
+            for (int p = 0; p < STEP_PARTS; p++)
+                fprintf(tr->metrics, "%s\"%s\": %.3f", p ? ", " : "", step_part_name(p), s->parts_ms[p]);
+            fprintf(tr->metrics, "}");
+        }
         if (!isnan(val_loss)) fprintf(tr->metrics, ", \"val_loss\": %.17g", val_loss);
         fprintf(tr->metrics, "}\n");
         fflush(tr->metrics);
     }
+}
+
+/* Rank 0, after the last step: the mean of the summary's steps, and on the GPU where their time went. */
+static void print_summary(const Trainer *tr) {
+    if (tr->dist.rank != 0 || tr->window_steps == 0) return;
+    const MokcConfig *c = &tr->cfg;
+    const int from = tr->step - tr->window_steps + 1;
+    const double step_ms = tr->window_seconds / tr->window_steps * 1e3;
+    const double per_rank = (double)tr->window_tokens / tr->window_seconds / tr->dist.world;
+    printf("steps %d-%d: %.1f ms a step, %.0f tokens/s", from, tr->step, step_ms, per_rank * tr->dist.world);
+    if (tr->use_gpu) {
+        const double mfu = model_flops_per_token(&tr->dims, c->train.seq_len) * per_rank / MFU_PEAK_FLOPS;
+        printf(", %.0f a GPU, MFU %.1f%%\n", per_rank, 100 * mfu);
+        double gpu = 0;
+        for (int p = 0; p < STEP_PARTS; p++) gpu += tr->window_parts[p];
+        printf("  GPU time a step (rank 0): ");
+        for (int p = 0; p < STEP_PARTS; p++)
+            printf("%s%s %.1f ms (%.0f%%)", p ? ", " : "", step_part_name(p), tr->window_parts[p] / tr->window_steps,
+                   gpu > 0 ? 100 * tr->window_parts[p] / gpu : 0.0);
+    }
+    printf("\n");
 }
 
 int cmd_train(int argc, char **argv, const char *help) {
@@ -658,6 +748,7 @@ int cmd_train(int argc, char **argv, const char *help) {
         if (sig) return stop_for_signal(&tr, sig);
     }
     if (c->checkpoint.dir[0] && tr.saved_step != tr.step) checkpoint_save(&tr);
+    print_summary(&tr);
     if (tr.dist.rank == 0 && !isnan(last_loss)) {
         printf("final: train loss %.4f", last_loss);
         if (!isnan(last_val)) printf(", val loss %.4f", last_val);

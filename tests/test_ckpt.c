@@ -211,11 +211,14 @@ static pid_t spawn_train(const Setup *s, const char *launcher, const char *extra
     return pid;
 }
 
-static int count_lines(const char *path) {
+/* The steps a run record holds: its complete lines with a "step" (not its headers). */
+static int count_steps(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    int n = 0, c;
-    while ((c = fgetc(f)) != EOF) n += c == '\n';
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strchr(line, '\n') && strncmp(line, "{\"step\": ", 9) == 0;
     fclose(f);
     return n;
 }
@@ -225,10 +228,10 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* Waits until the metrics file has `lines` lines (the run is training); false after 30 s. */
-static int wait_for_lines(const char *metrics, int lines) {
+/* Waits until the run record has `steps` steps (the run is training); false after 30 s. */
+static int wait_for_steps(const char *metrics, int steps) {
     for (int i = 0; i < 3000; i++) {
-        if (count_lines(metrics) >= lines) return 1;
+        if (count_steps(metrics) >= steps) return 1;
         sleep_ms(10);
     }
     return 0;
@@ -267,7 +270,7 @@ static void sigterm_checkpoints_and_resumes(void) {
     char *dir = fmt("%s/ck", s.dir), *m = fmt("%s/m.jsonl", s.dir), *log = fmt("%s/log", s.dir);
     pid_t pid = spawn_train(&s, "", fmt("%s --set train.steps=1000000 --set checkpoint.dir=%s --set log.metrics_path=%s",
                                     constant, dir, m), log);
-    CHECK_MSG(wait_for_lines(m, 3), "the run did not start: %s", slurp(log));
+    CHECK_MSG(wait_for_steps(m, 3), "the run did not start: %s", slurp(log));
     kill(pid, SIGTERM);
     int rc = wait_exit(pid);
     const char *out = slurp(log);
@@ -277,7 +280,7 @@ static void sigterm_checkpoints_and_resumes(void) {
     CHECK_MSG(at != NULL, "no stop message: %s", out);
     int k = at ? atoi(at + strlen("stopped by SIGTERM after step ")) : 0;
     CHECK_MSG(file_exists(fmt("%s/step_%08d/DONE", dir, k)), "no checkpoint of step %d: %s", k, out);
-    CHECK_EQ_INT(count_lines(m), k);
+    CHECK_EQ_INT(count_steps(m), k);
     if (k < 3) return;
     char *straight = fmt("%s/straight", s.dir), *ms = fmt("%s/straight.jsonl", s.dir);
     if (!train_ok(&s, "", fmt("%s --set train.steps=%d --set checkpoint.dir=%s --set checkpoint.resume=auto "
@@ -295,7 +298,7 @@ static void sigterm_without_checkpoint_dir(void) {
     char *m = fmt("%s/m.jsonl", s.dir), *log = fmt("%s/log", s.dir);
     pid_t pid = spawn_train(&s, "", fmt("--set train.steps=1000000 --set train.lr_schedule=constant --set "
                                     "log.metrics_path=%s", m), log);
-    CHECK_MSG(wait_for_lines(m, 2), "the run did not start: %s", slurp(log));
+    CHECK_MSG(wait_for_steps(m, 2), "the run did not start: %s", slurp(log));
     kill(pid, SIGTERM);
     int rc = wait_exit(pid);
     const char *out = slurp(log);
@@ -372,7 +375,7 @@ static void kill9_at_random_moments(void) {
         pid_t pid = spawn_train(&s, "", fmt("--set train.steps=1000000 --set train.lr_schedule=constant --set "
                                         "checkpoint.dir=%s --set checkpoint.every=1 --set checkpoint.keep=2 --set "
                                         "checkpoint.resume=auto --set log.metrics_path=%s", dir, m), log);
-        CHECK_MSG(wait_for_lines(m, 2), "the run did not start: %s", slurp(log));
+        CHECK_MSG(wait_for_steps(m, 2), "the run did not start: %s", slurp(log));
         int delay = rand() % 40;
         sleep_ms(delay);
         kill(pid, SIGKILL);
@@ -552,7 +555,7 @@ static void mpi_dp2_resume_and_layout(void) {
     char *c = fmt("%s/c", s.dir), *mc = fmt("%s/c.jsonl", s.dir), *log = fmt("%s/log", s.dir);
     pid_t pid = spawn_train(&s, "mpirun --oversubscribe -np 2", fmt("--set train.steps=1000000 --set "
                             "train.lr_schedule=constant --set checkpoint.dir=%s --set log.metrics_path=%s", c, mc), log);
-    CHECK_MSG(wait_for_lines(mc, 3), "the run did not start: %s", slurp(log));
+    CHECK_MSG(wait_for_steps(mc, 3), "the run did not start: %s", slurp(log));
     char out2[256];
     CHECK_MSG(test_run(fmt("pkill -USR1 -P %d", (int)pid), out2, sizeof out2) == 0, "no rank to signal: %s", out2);
     int rc = wait_exit(pid);

@@ -249,7 +249,7 @@ static void defaults_applied(void) {
     CHECK(c.checkpoint.dir[0] == 0 && c.checkpoint.resume[0] == 0);
     CHECK_EQ_INT(c.checkpoint.every, 0);
     CHECK_EQ_INT(c.checkpoint.keep, 3);
-    CHECK(c.log.metrics_path[0] == 0);
+    CHECK_MSG(strcmp(c.log.metrics_path, "auto") == 0, "log.metrics_path defaults to '%s'", c.log.metrics_path);
     CHECK_EQ_INT(c.log.every, 1);
     CHECK_EQ_INT(c.backend, BACKEND_AUTO);
     CHECK_EQ_INT(c.moe_impl, MOE_IMPL_AUTO);

@@ -1,10 +1,14 @@
 /*
  * Training end to end through the binary, as a user runs it: the loss falls on real text (the
  * repository's LICENSE, a fixed corpus), the same seed gives bitwise-identical losses, another
- * seed does not, and gradient accumulation matches a larger micro-batch.
+ * seed does not, and gradient accumulation matches a larger micro-batch; the run record (a header,
+ * then a line a step) where log.metrics_path "auto" puts it.
  */
+#include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "test.h"
@@ -90,5 +94,58 @@ static void test_grad_accum_matches_larger_batch(void) {
     for (int i = 1; i < 6; i++) CHECK_NEAR(a[i], b[i], 2e-3);
 }
 
-TEST_SUITE(train, TEST_CASE(test_loss_falls_on_real_text), TEST_CASE(test_same_seed_bitwise_other_seed_differs),
+/* The number at a path of object keys (NAN where it is missing). */
+static double json_number(const cJSON *o, const char *a, const char *b) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* With log.metrics_path left at "auto", a 3-step run from the spec's directory writes
+ * runs/spec.jsonl there: a header (what ran, on what, with which config) and one line a step; the
+ * progress lines carry an ETA and the run ends with its summary of steps 2-3. */
+static void test_run_record(void) {
+    char spec[4200], bin[PATH_MAX], cmd[9000], out[16384];
+    const char *dir = prepare_corpus(spec, sizeof spec);
+    CHECK_MSG(realpath(test_mokc_binary(), bin) != NULL, "no binary at %s", test_mokc_binary());
+    snprintf(cmd, sizeof cmd, "cd %s && %s train spec.json --set train.steps=3 --set train.warmup_steps=1", dir, bin);
+    int rc = test_run(cmd, out, sizeof out);
+    CHECK_MSG(rc == 0, "train failed (%d): %s", rc, out);
+    CHECK_STR_CONTAINS(out, "| ETA ");
+    CHECK_STR_CONTAINS(out, "steps 2-3: ");
+    char path[4300];
+    snprintf(path, sizeof path, "%s/runs/spec.jsonl", dir);
+    char *text = test_read_text(path);
+    CHECK_MSG(text != NULL, "no run record at %s", path);
+    if (!text) return;
+    int lines = 0, steps = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        cJSON *o = cJSON_Parse(line);
+        CHECK_MSG(o != NULL, "line %d of the record is not JSON: %.200s", lines + 1, line);
+        if (!o) continue;
+        if (lines == 0) {
+            const cJSON *rec = cJSON_GetObjectItemCaseSensitive(o, "record");
+            CHECK_MSG(cJSON_IsString(rec) && strcmp(rec->valuestring, "mokc run") == 0, "no header first: %.200s", line);
+            const char *keys[] = {"git", "build", "started", "backend", "command"};
+            for (int k = 0; k < 5; k++) {
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
+                CHECK_MSG(cJSON_IsString(v) && v->valuestring[0], "the header has no \"%s\"", keys[k]);
+            }
+            const cJSON *config = cJSON_GetObjectItemCaseSensitive(o, "config");
+            CHECK_MSG(json_number(config, "train", "steps") == 3, "the header's config is not the resolved one");
+            CHECK_MSG(json_number(o, "world", "ranks") == 1 && json_number(o, "seed", NULL) == 1, "world or seed");
+            const cJSON *hdf5 = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "libraries"), "hdf5");
+            CHECK_MSG(cJSON_IsString(hdf5) && strncmp(hdf5->valuestring, "HDF5 ", 5) == 0, "the header's libraries");
+        } else {
+            steps++;
+            CHECK_MSG(json_number(o, "step", NULL) == steps, "line %d is not step %d: %.200s", lines + 1, steps, line);
+            CHECK_MSG(json_number(o, "loss", NULL) > 0, "step %d has no loss", steps);
+        }
+        cJSON_Delete(o);
+    }
+    CHECK_EQ_INT(steps, 3);
+    free(text);
+}
+
+TEST_SUITE(train, TEST_CASE(test_run_record), TEST_CASE(test_loss_falls_on_real_text), TEST_CASE(test_same_seed_bitwise_other_seed_differs),
            TEST_CASE(test_grad_accum_matches_larger_batch));

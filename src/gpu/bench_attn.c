@@ -223,12 +223,12 @@ static int time_rope(const AttnArgs *a, cublasHandle_t blas, cudaStream_t s) {
     char js[4][32]; /* null where the Hopper tile did not run */
     const double jv[4] = {sm90, sm90_rope, err_q, err_k};
     for (int i = 0; i < 4; i++) snprintf(js[i], sizeof js[i], isnan(jv[i]) ? "null" : i < 2 ? "%.4f" : "%.2e", jv[i]);
-    printf("{\"bench\": \"attn\", \"impl\": \"rope\", \"B\": %d, \"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, "
-           "\"hidden\": %d, \"iters\": %d, \"rope_fwd_ms\": %.4f, \"rope_bwd_ms\": %.4f, \"qk_cublas_ms\": %.4f, "
-           "\"qk_cublas_rope_ms\": %.4f, \"qk_sm90_ms\": %s, \"qk_sm90_rope_ms\": %s, \"rel_err_q\": %s, "
-           "\"rel_err_k\": %s}\n",
-           a->B, a->T, a->Hq, a->Hkv, a->D, a->hidden, a->iters, fwd, bwd, cublas, cublas_rope, js[0], js[1], js[2],
-           js[3]);
+    bench_emit("{\"bench\": \"attn\", \"impl\": \"rope\", \"B\": %d, \"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, "
+               "\"hidden\": %d, \"iters\": %d, \"rope_fwd_ms\": %.4f, \"rope_bwd_ms\": %.4f, \"qk_cublas_ms\": %.4f, "
+               "\"qk_cublas_rope_ms\": %.4f, \"qk_sm90_ms\": %s, \"qk_sm90_rope_ms\": %s, \"rel_err_q\": %s, "
+               "\"rel_err_k\": %s}",
+               a->B, a->T, a->Hq, a->Hkv, a->D, a->hidden, a->iters, fwd, bwd, cublas, cublas_rope, js[0], js[1], js[2],
+               js[3]);
     printf("\nq, k projection (hidden %d) and RoPE, ms: cuBLAS %.3f, + rope kernels %.3f (rope alone %.3f, its "
            "backward %.3f); Hopper tile %.3f, with RoPE in its epilogue %.3f (rel err vs cuBLAS + rope: q %.2e, k "
            "%.2e)%s\n",
@@ -279,12 +279,12 @@ int cmd_bench_attn(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         Run *r = &runs[i];
         time_run(r, &a, &in, blas, s);
-        printf("{\"bench\": \"attn\", \"impl\": \"%s\", \"fwd_kernel\": \"%s\", \"bwd_kernel\": \"%s\", \"B\": %d, "
-               "\"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
-               "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"saved_mib\": %.1f, \"work_mib\": %.1f}\n",
-               attention_impl_name(r->impl), fwd_kernel(r->impl, a.D), bwd_kernel(r->impl, a.D), a.B, a.T, a.Hq, a.Hkv,
-               a.D, a.iters, r->fwd_ms, r->bwd_ms, fwd_flop / (r->fwd_ms * 1e9), bwd_flop / (r->bwd_ms * 1e9),
-               r->saved_bytes / 1048576.0, r->work_bytes / 1048576.0);
+        bench_emit("{\"bench\": \"attn\", \"impl\": \"%s\", \"fwd_kernel\": \"%s\", \"bwd_kernel\": \"%s\", \"B\": %d, "
+                   "\"T\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"iters\": %d, \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, "
+                   "\"fwd_tflops\": %.1f, \"bwd_tflops\": %.1f, \"saved_mib\": %.1f, \"work_mib\": %.1f}",
+                   attention_impl_name(r->impl), fwd_kernel(r->impl, a.D), bwd_kernel(r->impl, a.D), a.B, a.T, a.Hq,
+                   a.Hkv, a.D, a.iters, r->fwd_ms, r->bwd_ms, fwd_flop / (r->fwd_ms * 1e9),
+                   bwd_flop / (r->bwd_ms * 1e9), r->saved_bytes / 1048576.0, r->work_bytes / 1048576.0);
         fflush(stdout);
     }
     printf("\n%-8s %-8s %-8s %9s %12s %9s %12s %11s %14s\n", "impl", "fwd", "bwd", "fwd ms", "fwd TFLOP/s", "bwd ms",

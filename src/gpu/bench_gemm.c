@@ -188,9 +188,9 @@ static int run_case(Shape s, const GemmArgs *a, unsigned long long seed, cublasH
         char e[32] = "null"; /* cuBLAS is the reference */
         if (impl != IMPL_CUBLAS) snprintf(e, sizeof e, "%.3e", err[impl]);
         if (impl != IMPL_CUBLAS && isnan(err[impl])) snprintf(e, sizeof e, "\"nan\""); /* JSON has no NaN */
-        printf("{\"bench\": \"gemm\", \"impl\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"groups\": %d, "
-               "\"iters\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"rel_err\": %s}\n",
-               impl_name(impl), s.M, s.N, s.K, s.G, a->iters, ms[impl], flop / (ms[impl] * 1e9), e);
+        bench_emit("{\"bench\": \"gemm\", \"impl\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"groups\": %d, "
+                   "\"iters\": %d, \"ms\": %.4f, \"tflops\": %.1f, \"rel_err\": %s}",
+                   impl_name(impl), s.M, s.N, s.K, s.G, a->iters, ms[impl], flop / (ms[impl] * 1e9), e);
     }
     int ok = 1;
     for (int impl = 0; impl < IMPL_CUBLAS; impl++) {

@@ -826,12 +826,13 @@ int cmd_bench(int argc, char **argv) {
             time_layer(&L, &args, cfg.moe.router_aux_loss_coef, s, &fwd, &fb);
             const double tf_f = flops / (fwd * 1e-3) / 1e12, tf_fb = 3.0 * flops / (fb * 1e-3) / 1e12;
             if (dist.rank == 0)
-                printf("{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
-                       "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"accumulate\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, "
-                       "\"fwdbwd_tflops\": %.2f, \"acts_mib\": %.1f, \"work_mib\": %.1f}\n",
-                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, args.accumulate, fwd,
-                       fb, tf_f, tf_fb, acts_mib, work_mib);
+                bench_emit(
+                    "{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
+                    "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
+                    "\"accumulate\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, "
+                    "\"fwdbwd_tflops\": %.2f, \"acts_mib\": %.1f, \"work_mib\": %.1f}",
+                    shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, args.accumulate, fwd, fb,
+                    tf_f, tf_fb, acts_mib, work_mib);
         }
         if (mok_ok) {
             MoeMok m;
@@ -857,21 +858,26 @@ int cmd_bench(int argc, char **argv) {
                     snprintf(ms_s[i], sizeof ms_s[i], mt[i] > 0 ? "%.4f" : "null", mt[i]);
                     snprintf(tf_s[i], sizeof tf_s[i], mt[i] > 0 ? "%.2f" : "null", fl / (mt[i] * 1e-3) / 1e12);
                 }
-                printf("{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
-                       "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                       "\"comm_blocks\": %d, \"accumulate\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, "
-                       "\"fwd_tflops\": %s, \"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
-                       "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
-                       "\"dispatch_gbs_per_gpu\": %.1f, \"pad_share\": %.4f, \"mok_mib\": %.1f}\n",
-                       shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm,
-                       args.accumulate, ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD],
-                       ms_s[MOK_T_FWD_GRAPH], ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH],
-                       tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH], gbs, pad, mok_mib);
+                bench_emit(
+                    "{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
+                    "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
+                    "\"comm_blocks\": %d, \"accumulate\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, "
+                    "\"fwd_tflops\": %s, \"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
+                    "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
+                    "\"dispatch_gbs_per_gpu\": %.1f, \"pad_share\": %.4f, \"mok_mib\": %.1f}",
+                    shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, args.accumulate,
+                    ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
+                    ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH], tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH],
+                    gbs, pad, mok_mib);
                 if (mt[MOK_T_FWDBWD] > 0) {
-                    printf("{\"bench\": \"moe_phases\", \"impl\": \"mok\", \"shape\": \"%s\", \"ep\": %d, "
-                           "\"tokens_per_gpu\": %d, \"iters\": %d", shape, dist.ep, N, args.iters);
-                    for (int i = 0; i < MOK_PH_COUNT; i++) printf(", \"%s_ms\": %.4f", mok_phase_names[i], phase_ms[i]);
-                    printf("}\n");
+                    char phases[1024];
+                    int len = 0;
+                    for (int i = 0; i < MOK_PH_COUNT && len < (int)sizeof phases; i++)
+                        len += snprintf(phases + len, sizeof phases - len, ", \"%s_ms\": %.4f", mok_phase_names[i],
+                                        phase_ms[i]);
+                    bench_emit("{\"bench\": \"moe_phases\", \"impl\": \"mok\", \"shape\": \"%s\", \"ep\": %d, "
+                               "\"tokens_per_gpu\": %d, \"iters\": %d%s}",
+                               shape, dist.ep, N, args.iters, phases);
                 }
             }
         }

@@ -2,12 +2,16 @@
 #include "gpu/bench_util.h"
 
 #include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
 #include "gpu/check.h"
+#include "gpu/device.h"
+#include "run_record.h"
 
 static int cmp_double(const void *x, const void *y) {
     const double a = *(const double *)x, b = *(const double *)y;
@@ -67,4 +71,52 @@ double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan) {
     free(ha), free(hb);
     if (nan) *nan = nans;
     return sqrt(num / (den > 0 ? den : 1));
+}
+
+static struct {
+    char path[4096];
+    int argc;
+    char **argv;
+    FILE *f;
+} record;
+
+void bench_record_set(const char *path, int argc, char **argv) {
+    snprintf(record.path, sizeof record.path, "%s", path);
+    record.argc = argc, record.argv = argv;
+}
+
+/* The record's file and header, at the first result: the device is chosen and MPI started by then. */
+static FILE *record_file(void) {
+    if (record.f || !record.path[0]) return record.f;
+    if (!mokc_make_parent_dirs(record.path))
+        mokc_die(MOKC_EXIT_USAGE, "pass --record PATH in a writable directory", "cannot create the directory of '%s'",
+                 record.path);
+    record.f = fopenCheck(record.path, "w");
+    int dev = 0, mpi_on = 0, world = 1;
+    cudaCheck(cudaGetDevice(&dev));
+    char gpu[256];
+    gpu_describe(dev, gpu, sizeof gpu);
+    MPI_Initialized(&mpi_on);
+    if (mpi_on) MPI_Comm_size(MPI_COMM_WORLD, &world);
+    char command[64];
+    snprintf(command, sizeof command, "bench %s", record.argc > 1 && record.argv[1][0] != '-' ? record.argv[1] : "moe");
+    RunHeader h = {.command = command, .argc = record.argc, .argv = record.argv, .backend = "cuda", .gpu = gpu,
+                   .gpus = world, .seed = -1, .resumed_from = -1};
+    run_record_header(record.f, &h);
+    return record.f;
+}
+
+void bench_emit(const char *fmt, ...) {
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    printf("%s\n", line);
+    fflush(stdout);
+    FILE *f = record_file();
+    if (f) {
+        fprintf(f, "%s\n", line);
+        fflush(f);
+    }
 }

@@ -72,6 +72,18 @@ void gpu_describe(int device, char *buf, int len) {
              (double)p.totalGlobalMem / (1 << 30), p.major, p.minor, driver / 1000, (driver % 1000) / 10);
 }
 
+void gpu_versions(GpuVersions *out) {
+    int rt = 0, drv = 0, nccl = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    ncclGetVersion(&nccl);
+    snprintf(out->runtime, sizeof out->runtime, "%d.%d", rt / 1000, (rt % 1000) / 10);
+    if (drv) snprintf(out->driver, sizeof out->driver, "%d.%d", drv / 1000, (drv % 1000) / 10);
+    else snprintf(out->driver, sizeof out->driver, "none"); /* no driver on this machine */
+    /* NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch */
+    snprintf(out->nccl, sizeof out->nccl, "%d.%d.%d", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
+}
+
 void gpu_device_uuid(int device, unsigned char uuid[16]) {
     struct cudaDeviceProp p;
     cudaCheck(cudaGetDeviceProperties(&p, device));

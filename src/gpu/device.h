@@ -19,6 +19,11 @@ int gpu_device_count(void);
 int gpu_select_device(int local_rank);
 /* "NVIDIA H200, 132 SMs, 139.8 GiB, sm_90, driver 13.0" (for logs and run records). */
 void gpu_describe(int device, char *buf, int len);
+/* The CUDA runtime, the driver's CUDA version and NCCL's, as "13.0", "13.0", "2.28.3" (run records). */
+typedef struct {
+    char runtime[16], driver[16], nccl[16];
+} GpuVersions;
+void gpu_versions(GpuVersions *out);
 /* The device's 16-byte UUID (tells two ranks on one physical GPU apart from two on two). */
 void gpu_device_uuid(int device, unsigned char uuid[16]);
 /* Multiprocessor count and compute capability (major*10+minor) of the device. */

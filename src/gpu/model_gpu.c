@@ -38,6 +38,7 @@
 #include "gpu/memory_plan.h"
 #include "gpu/moe_mok.h"
 #include "gpu/moe_unfused.h"
+#include "gpu/step_timer.h"
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
 #define HEAD_CHUNK_BYTES (256ull << 20)
@@ -90,7 +91,14 @@ struct GpuModel {
     MoeMokSaved *moe_saved;       /* [L], MoE layers only: what the megakernel's backward reads */
     char moe_why[256];            /* why not the megakernel, when moe_impl "auto" fell back */
     int has_moe;
+    StepTimer timer;              /* the training step's parts (gpu_model_step_times) */
+    int timing;                   /* a training step is running: mark its parts */
 };
+
+/* From here on the step's stream time counts to `part` (training steps only, not validation). */
+static void mark(GpuModel *g, StepPart part) {
+    if (g->timing) step_timer_mark(&g->timer, part);
+}
 
 #define W32(off) (g->params + (off))
 #define W16(off) (g->params_bf16 + (off))
@@ -252,6 +260,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     cudaCheck(cudaStreamCreateWithFlags(&g->comm_stream, cudaStreamNonBlocking));
     cublasCheck(cublasCreate(&g->blas));
     cublasCheck(cublasSetStream(g->blas, g->stream));
+    step_timer_init(&g->timer, g->stream);
     g->layer_done = callocCheck((size_t)d->L + 1, sizeof(cudaEvent_t));
     for (int l = 0; l <= d->L; l++) cudaCheck(cudaEventCreateWithFlags(&g->layer_done[l], cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->reduce_done, cudaEventDisableTiming));
@@ -282,6 +291,7 @@ void gpu_model_destroy(GpuModel *g) {
     attention_workspace_free(g->attn);
     for (int l = 0; l <= g->d->L; l++) cudaEventDestroy(g->layer_done[l]);
     cudaEventDestroy(g->reduce_done);
+    step_timer_free(&g->timer);
     free(g->layer_done);
     cublasDestroy(g->blas);
     cudaStreamDestroy(g->stream);
@@ -353,6 +363,8 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias) {
 }
 
 void gpu_model_zero_grads(GpuModel *g) {
+    step_timer_restart(&g->timer); /* a step starts here */
+    step_timer_mark(&g->timer, STEP_OPTIMIZER);
     /* runs of tensors in offset order, cut at the routed experts' (at Kimi-like sizes the bulk) */
     size_t start = 0;
     for (int i = 0; i <= g->t->count; i++) {
@@ -396,6 +408,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     const int N = g->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D;
     float *x_next = l + 1 < d->L ? g->layers[l + 1].x_in : g->x_final;
     cudaStream_t s = g->stream;
+    mark(g, STEP_ATTENTION);
     gpu_rmsnorm_forward(a->ln1, NULL, a->rstd1, a->x_in, W32(o->attn_norm), N, C, (float)d->eps, s);
     if (g->qk_rope_fused) { /* bench attn measures both ways */
         gemm_sm90_rope(a->q, a->ln1, W16(o->wq), N, QD, C, g->rope_table, g->T, d->D, s);
@@ -411,6 +424,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     cudaCheck(cudaMemcpyAsync(a->x_mid, a->x_in, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
     gemm_rm(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_mid, GEMM_F32, 1, 1);
 
+    mark(g, STEP_DENSE);
     gpu_rmsnorm_forward(a->ln2, a->ln2_f32, a->rstd2, a->x_mid, W32(o->ffn_norm), N, C, (float)d->eps, s);
     cudaCheck(cudaMemcpyAsync(x_next, a->x_mid, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
     if (!is_moe(g, l)) {
@@ -423,6 +437,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     MoeGpuWeights w = moe_weights(g, o);
     const float *bias = g->expert_bias + (size_t)l * d->E;
     double aux = 0;
+    mark(g, STEP_MOE);
     if (!g->moe_mok) {
         moe_unfused_forward(g->moe_out, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
         aux = g->moe_acts[l].aux_loss;
@@ -432,6 +447,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         moe_mok_forward(g->moe_out, g->moe_mok, NULL, a->ln2_f32, a->ln2, &w, bias, N, s);
         aux = moe_mok_aux_loss(g->moe_mok, s);
     }
+    mark(g, STEP_DENSE);
     gpu_add_f32(x_next, g->moe_out, (long)N * C, s);
     return aux;
 }
@@ -485,6 +501,7 @@ static double mean_loss(GpuModel *g) {
 static double forward(GpuModel *g, const int *inputs, const int *targets, int with_grad, float dloss_scale,
                       int64_t *load) {
     const ModelDims *d = g->d;
+    mark(g, STEP_DENSE);
     upload_batch(g, inputs, targets);
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
@@ -534,6 +551,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     const long NC = (long)N * C;
     cudaStream_t s = g->stream;
     /* FFN: dres holds d x_next and becomes d x_mid. */
+    mark(g, is_moe(g, l) ? STEP_MOE : STEP_DENSE);
     if (!is_moe(g, l)) {
         gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
         gemm_rm(g->blas, 0, 1, N, I, C, g->dres_bf16, GEMM_BF16, W16(o->w_down), GEMM_BF16, g->dh, GEMM_F32, 1, 0);
@@ -554,9 +572,11 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
             moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work,
                                  a->ln2_f32, a->ln2, &w, N, s);
     }
+    mark(g, STEP_DENSE);
     gpu_rmsnorm_backward(g->dres, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm), a->rstd2, N,
                          C, s);
     /* Attention: x_mid = x + atty @ wo; dres becomes d x. */
+    mark(g, STEP_ATTENTION);
     gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
     gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
     gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
@@ -580,6 +600,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     const int N = g->N;
     /* Ranks' gradients are summed, so each carries 1/world of the mean. */
     double scaled = dloss / g->dist->world;
+    g->timing = 1;
     g->emb_buckets = embedding_buckets_build(inputs, N, d->V, g->h_order, g->h_start, g->h_id);
     double loss = forward(g, inputs, targets, 1, (float)(scaled / N), load);
     *aux = g->h_scalars[1];
@@ -591,6 +612,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
         layer_backward(g, l, scaled);
         if (last) reduce_layer(g, l, g->layer_done[l]);
     }
+    mark(g, STEP_DENSE);
     cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, sizeof(int) * (size_t)N, cudaMemcpyHostToDevice, s));
     cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
                               cudaMemcpyHostToDevice, s));
@@ -599,6 +621,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
                            s);
     if (last) reduce_layer(g, -1, g->layer_done[d->L]);
     g->experts_unwritten = 0;
+    g->timing = 0;
     /* The host arrays of the bucketing are reused by the next micro-batch: wait for the copies. */
     cudaCheck(cudaStreamSynchronize(s));
     return loss;
@@ -608,10 +631,12 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
 
 double gpu_model_grad_norm(GpuModel *g) {
     cudaStream_t s = g->stream;
+    step_timer_mark(&g->timer, STEP_ALLREDUCE);
     if (g->comms->world) {
         cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
         cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
     }
+    step_timer_mark(&g->timer, STEP_OPTIMIZER);
     int nrep = 0, nexp = 0;
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
@@ -637,4 +662,7 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
         gpu_adamw(g->params + o, g->params_bf16 + o, g->grads + o, g->adam_m + o, g->adam_v + o, (long)p->numel, lr,
                   tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
     }
+    step_timer_mark(&g->timer, STEP_OPTIMIZER); /* the end of the step's last interval */
 }
+
+void gpu_model_step_times(GpuModel *g, double ms[STEP_PARTS]) { step_timer_read(&g->timer, ms); }

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "dist.h"
 #include "gpu/comms.h"
+#include "gpu/step_timer.h"
 #include "model.h"
 
 typedef struct GpuModel GpuModel;
@@ -67,5 +68,8 @@ double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets);
 double gpu_model_grad_norm(GpuModel *g);
 /* AdamW over every tensor (gradients times grad_scale), refreshing the bf16 copies. t is 1-based. */
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t);
+/* After gpu_model_adamw: the step's stream time in milliseconds by part (gpu/step_timer.h), from
+ * gpu_model_zero_grads to the optimizer's end; waits for the optimizer. */
+void gpu_model_step_times(GpuModel *g, double ms[STEP_PARTS]);
 
 #endif

@@ -1,0 +1,23 @@
+/*
+ * The parts a training step's time is told in (run records, the closing summary): what the GPU
+ * backend measures (gpu/step_timer.h); the CPU backend reports none.
+ */
+#ifndef MOKC_STEP_PARTS_H
+#define MOKC_STEP_PARTS_H
+
+typedef enum {
+    STEP_ATTENTION, /* attention blocks: norm, q/k/v/o projections, RoPE, attention, forward and backward */
+    STEP_MOE,       /* MoE layers, forward and backward (router, dispatch, experts, combine) */
+    STEP_DENSE,     /* the rest: embedding, FFN norms and dense FFNs, LM head, loss, the stream's idle gaps */
+    STEP_ALLREDUCE, /* the compute stream waiting for the gradients' all-reduce (its exposed time) */
+    STEP_OPTIMIZER, /* zeroing the gradients, their norm, AdamW */
+    STEP_PARTS
+} StepPart;
+
+/* The part's key in run records: "attention", "moe", "dense", "allreduce_exposed", "optimizer". */
+static inline const char *step_part_name(int part) {
+    static const char *const names[STEP_PARTS] = {"attention", "moe", "dense", "allreduce_exposed", "optimizer"};
+    return part >= 0 && part < STEP_PARTS ? names[part] : "?";
+}
+
+#endif
