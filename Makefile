@@ -62,7 +62,7 @@ CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 LIB_OBJS := $(HOST_SRCS:%.c=$(BUILD)/%.o) $(REAL_SRCS:%.c=$(BUILD)/%.f64.o) $(CU_OBJS)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps check-deps run test asan fuzz data clean help ptx sass cuda-objs
+.PHONY: all deps check-deps run test asan fuzz data clean help ptx sass cuda-objs plots
 all: check-deps mokc
 
 check-deps:
@@ -171,6 +171,16 @@ data: deps
 run: data
 	@bash scripts/run-tiny.sh
 
+# The README's charts from the committed run records (scripts/bench.sh's output); a python3 with
+# matplotlib (Debian: python3-matplotlib), no GPU. The plots test renders them again and compares.
+PLOT_RECORDS := bench/results/2026-11-30-2xH200/session21/bench-sh/records
+PLOT_OUT ?= docs/charts
+PLOT_PYTHON = $(firstword $(foreach p,python3 /usr/bin/python3,$(shell $(p) -c 'import matplotlib' 2>/dev/null && echo $(p))))
+plots:
+	@if [ -z "$(PLOT_PYTHON)" ]; then \
+	  echo "make plots: needs python3 with matplotlib (Debian: apt-get install python3-matplotlib)" >&2; exit 1; fi
+	@$(PLOT_PYTHON) scripts/plot --out $(PLOT_OUT) $(PLOT_RECORDS)
+
 # Everything that depends on ARCH: the CUDA objects and the host file that checks the GPU against
 # the build. CI compiles these for the second architecture (make ARCH=sm_100a BUILD=build/sm100
 # cuda-objs): the rest of the host code is the same for both.
@@ -190,7 +200,7 @@ clean:
 	rm -rf build mokc
 
 help:
-	@echo "targets: all (default) deps run test asan fuzz data ptx sass cuda-objs clean"
+	@echo "targets: all (default) deps run test asan fuzz data plots ptx sass cuda-objs clean"
 	@echo "options: NO_CUDA=0|1  ARCH=sm_90a|sm_100a  SAN=0|1  CPU_ARCH=native|<gcc -march>  T=<test filter>  FUZZ_SECONDS=<s>"
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

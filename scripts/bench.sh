@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Reproducible throughput runs (issue 11), each writing a run record (JSON lines: a header saying what ran on
+# what, then the results) into OUT/records, then the charts from those records into OUT/charts:
+#  - the layer sweep: every shape under configs/bench/, both MoE implementations, EP1 (one GPU, the whole
+#    layer's experts) and EP2..EPn (one rank a GPU, the same tokens a GPU), `mokc bench moe --impl all`;
+#  - a short training run of configs/mokc-small.json (EP over the GPUs) with the megakernel, twice (the two
+#    loss curves must be bitwise equal: the run fails otherwise), and once with the unfused layer.
+# The training data is this repository's own text as byte ids in the model's vocabulary (nothing is
+# downloaded). Usage: scripts/bench.sh [OUT (bench/results/<date>-<N>x<GPU>)]; STEPS (100) sets the
+# training steps, GPUS (all visible) the ranks. Needs a CUDA build (make) and GPUs.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x ./mokc ] || { echo "bench.sh: ./mokc is not built (make)"; exit 1; }
+command -v nvidia-smi > /dev/null || { echo "bench.sh: no nvidia-smi: it runs on a GPU machine"; exit 1; }
+gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
+[ "$gpus" -ge 1 ] || { echo "bench.sh: no GPU visible"; exit 1; }
+steps=${STEPS:-100}
+model=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | sed 's/NVIDIA //; s/[^A-Za-z0-9]//g')
+out=${1:-bench/results/$(date -u +%Y-%m-%d)-${gpus}x$model}
+mkdir -p "$out/records" "$out/logs" || exit 1
+fail=0
+note() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+for spec in configs/bench/*.json; do
+  shape=$(basename "$spec" .json)
+  for ep in 1 $(seq 2 "$gpus"); do
+    [ "$ep" -eq 1 ] || [ $(( gpus % ep )) -eq 0 ] || continue
+    rec=$out/records/bench-moe-$shape-ep$ep.jsonl
+    note "bench moe $shape EP$ep"
+    if ! timeout 600 mpirun -np "$ep" ./mokc bench moe --config "$spec" --impl all --record "$rec" \
+         > "$out/logs/bench-moe-$shape-ep$ep.log" 2>&1; then
+      echo "bench.sh: bench moe $shape EP$ep failed:"; tail -5 "$out/logs/bench-moe-$shape-ep$ep.log"; fail=$((fail + 1))
+    fi
+    grep -A4 '^impl ' "$out/logs/bench-moe-$shape-ep$ep.log"
+  done
+done
+
+tmp=$(mktemp -d) || exit 1 # the training text and its tokens: rebuilt from the tree, not kept
+trap 'rm -rf "$tmp"' EXIT
+data=$tmp/repo-text-v151936.h5
+find src kernels tests docs scripts -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+     -o -name '*.md' -o -name '*.sh' \) -print0 | sort -z | xargs -0 cat > "$tmp/repo-text.txt"
+./mokc prepare --text "$tmp/repo-text.txt" --vocab 151936 --out "$data" --val-fraction 0 > /dev/null || exit 1
+train() { # name moe_impl
+  note "train mokc-small ($2) as $1, $steps steps on $gpus GPUs"
+  if ! timeout 900 mpirun -np "$gpus" ./mokc train configs/mokc-small.json --set parallel.ep="$gpus" \
+       --set train.steps="$steps" --set moe_impl="$2" --set data.train="$data" --set data.val= \
+       --set log.every=10 --set log.metrics_path="$out/records/train-mokc-small-$1.jsonl" \
+       > "$out/logs/train-mokc-small-$1.log" 2>&1; then
+    echo "bench.sh: train $1 failed:"; tail -5 "$out/logs/train-mokc-small-$1.log"; fail=$((fail + 1))
+  fi
+  grep -E '^steps [0-9]+-|^  GPU time' "$out/logs/train-mokc-small-$1.log"
+}
+train mok mok
+train mok-again mok
+train unfused unfused
+losses() { grep -o '"step": [0-9]*, "loss": [^,]*' "$1"; }
+if [ -s "$out/records/train-mokc-small-mok.jsonl" ] &&
+   [ "$(losses "$out/records/train-mokc-small-mok.jsonl")" = "$(losses "$out/records/train-mokc-small-mok-again.jsonl")" ]; then
+  echo "bench.sh: two mok runs, $steps steps: bitwise-identical losses"
+else
+  echo "bench.sh: FAIL: the two mok runs' losses differ (or a run is missing)"; fail=$((fail + 1))
+fi
+
+if python3 -c 'import matplotlib' 2> /dev/null; then
+  scripts/plot --out "$out/charts" "$out/records" || fail=$((fail + 1))
+else
+  echo "bench.sh: no python3-matplotlib here: make the charts elsewhere (scripts/plot --out $out/charts $out/records)"
+fi
+[ "$fail" -eq 0 ] && echo "bench.sh: done: $out" || echo "bench.sh: $fail FAILED ($out)"
+exit $(( fail > 0 ))

@@ -1,0 +1,57 @@
+/*
+ * The README's charts are what scripts/plot makes of the committed run records (`make plots`):
+ * rendered again into a scratch directory, each must equal its committed file byte for byte, and
+ * a file that is not a run record is refused with a message naming it. Skipped where no python3
+ * has matplotlib (CI installs Debian's python3-matplotlib).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static const char *const charts[] = {"loss.png", "step-time.png", "bench-moe.png"};
+
+/* Whether a python3 with matplotlib is here (the Makefile's PLOT_PYTHON finds it the same way). */
+static int have_matplotlib(void) {
+    char out[256];
+    return test_run("for p in python3 /usr/bin/python3; do $p -c 'import matplotlib' 2>/dev/null && exit 0; done; "
+                    "exit 1", out, sizeof out) == 0;
+}
+
+static void test_committed_charts_render_from_records(void) {
+    if (!have_matplotlib()) {
+        test_skip("no python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+        return;
+    }
+    const char *dir = test_tmpdir();
+    char cmd[4400], out[16384];
+    snprintf(cmd, sizeof cmd, "make --no-print-directory -s plots PLOT_OUT=%s", dir);
+    int rc = test_run(cmd, out, sizeof out);
+    CHECK_MSG(rc == 0, "make plots failed (%d): %s", rc, out);
+    for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++) {
+        char a[4400], b[256];
+        snprintf(a, sizeof a, "cmp %s/%s docs/charts/%s", dir, charts[i], charts[i]);
+        CHECK_MSG(test_run(a, b, sizeof b) == 0,
+                  "docs/charts/%s is not what the committed records render (run `make plots` and commit): %s",
+                  charts[i], b);
+    }
+}
+
+static void test_plot_refuses_a_file_that_is_not_a_record(void) {
+    if (!have_matplotlib()) {
+        test_skip("no python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+        return;
+    }
+    const char *dir = test_tmpdir();
+    char path[4300], cmd[9000], out[4096];
+    snprintf(path, sizeof path, "%s/not-a-record.jsonl", dir);
+    test_write_file(path, "{\"step\": 1, \"loss\": 2.5}\n");
+    snprintf(cmd, sizeof cmd, "for p in python3 /usr/bin/python3; do $p -c 'import matplotlib' 2>/dev/null && "
+             "exec $p scripts/plot --out %s/charts %s; done", dir, path);
+    CHECK_EQ_INT(test_run(cmd, out, sizeof out), 1);
+    CHECK_STR_CONTAINS(out, "not-a-record.jsonl has no header line");
+}
+
+TEST_SUITE(plots, TEST_CASE(test_committed_charts_render_from_records),
+           TEST_CASE(test_plot_refuses_a_file_that_is_not_a_record));
