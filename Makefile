@@ -110,11 +110,13 @@ $(BUILD)/tests/suites.h: $(TEST_SRCS) $(BUILD)/flags
 	  for n in $$names; do echo "    &suite_$$n,"; done; \
 	  echo "};"; echo "static const int n_all_suites = (int)(sizeof(all_suites) / sizeof(all_suites[0]));"; } > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
-# Version and build description for `mokc version` and run records; rewritten only on change.
+# Version and build description for `mokc version` and run records; rewritten only on change. A copy of
+# the tree whose .git is not its own (a build machine fed by rsync) passes GIT_REVISION=<rev> instead.
+GIT_REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 $(BUILD)/gen/version.h: FORCE
 	@mkdir -p $(dir $@)
 	@{ echo '#define MOKC_VERSION "0.1.0"'; \
-	   echo '#define MOKC_GIT_REVISION "'$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$$(git diff --quiet HEAD 2>/dev/null || echo -dirty)'"'; \
+	   echo '#define MOKC_GIT_REVISION "$(GIT_REVISION)"'; \
 	   echo '#define MOKC_BUILD_FLAGS "cuda=$(if $(filter 1,$(WITH_CUDA)),$(ARCH),off) san=$(SAN) cpu_arch=$(CPU_ARCH)"'; } > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(BUILD)/src/main.o $(BUILD)/src/run_record.o: CFLAGS += -I$(BUILD)/gen
