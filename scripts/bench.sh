@@ -4,7 +4,8 @@
 #  - the layer sweep: every shape under configs/bench/, both MoE implementations, EP1 (one GPU, the whole
 #    layer's experts) and EP2..EPn (one rank a GPU, the same tokens a GPU), `mokc bench moe --impl all`;
 #  - a short training run of configs/mokc-small.json (EP over the GPUs) with the megakernel, twice (the two
-#    loss curves must be bitwise equal: the run fails otherwise), and once with the unfused layer.
+#    loss curves must be bitwise equal: the run fails otherwise), and once with the unfused layer; on 4 or
+#    more GPUs also with EP over half of them and DP2 (the same global batch: issue 13's EP4 x DP2).
 # The training data is this repository's own text as byte ids in the model's vocabulary (nothing is
 # downloaded). Usage: scripts/bench.sh [OUT (bench/results/<date>-<N>x<GPU>)]; STEPS (100) sets the
 # training steps, GPUS (all visible) the ranks. Needs a CUDA build (make) and GPUs.
@@ -42,9 +43,9 @@ data=$tmp/repo-text-v151936.h5
 find src kernels tests docs scripts -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
      -o -name '*.md' -o -name '*.sh' \) -print0 | sort -z | xargs -0 cat > "$tmp/repo-text.txt"
 ./mokc prepare --text "$tmp/repo-text.txt" --vocab 151936 --out "$data" --val-fraction 0 > /dev/null || exit 1
-train() { # name moe_impl
-  note "train mokc-small ($2) as $1, $steps steps on $gpus GPUs"
-  if ! timeout 900 mpirun -np "$gpus" ./mokc train configs/mokc-small.json --set parallel.ep="$gpus" \
+train() { # name moe_impl ep
+  note "train mokc-small ($2) as $1, $steps steps on $gpus GPUs, EP$3"
+  if ! timeout 1800 mpirun -np "$gpus" ./mokc train configs/mokc-small.json --set parallel.ep="$3" \
        --set train.steps="$steps" --set moe_impl="$2" --set data.train="$data" --set data.val= \
        --set log.every=10 --set log.metrics_path="$out/records/train-mokc-small-$1.jsonl" \
        > "$out/logs/train-mokc-small-$1.log" 2>&1; then
@@ -52,9 +53,10 @@ train() { # name moe_impl
   fi
   grep -E '^steps [0-9]+-|^  GPU time' "$out/logs/train-mokc-small-$1.log"
 }
-train mok mok
-train mok-again mok
-train unfused unfused
+train mok mok "$gpus"
+train mok-again mok "$gpus"
+train unfused unfused "$gpus"
+if [ "$gpus" -ge 4 ] && [ $(( gpus % 2 )) -eq 0 ]; then train "mok-ep$(( gpus / 2 ))-dp2" mok $(( gpus / 2 )); fi
 losses() { grep -o '"step": [0-9]*, "loss": [^,]*' "$1"; }
 if [ -s "$out/records/train-mokc-small-mok.jsonl" ] &&
    [ "$(losses "$out/records/train-mokc-small-mok.jsonl")" = "$(losses "$out/records/train-mokc-small-mok-again.jsonl")" ]; then

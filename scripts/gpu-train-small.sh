@@ -25,8 +25,9 @@ log=$out/train-small-$seq.log
 ( while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 1; done ) > "$out/train-small-mem.txt" &
 mon=$!
 start=$(date +%s)
+# one sequence a GPU a step: at 8192 tokens the config's two sequences would not fit
 timeout 900 mpirun -np 2 ./mokc train configs/mokc-small.json --set train.seq_len="$seq" \
-  --set train.steps="$steps" --set train.warmup_steps=1 --set data.train="$data" --set data.val= \
+  --set train.micro_batch=1 --set train.grad_accum=1 --set train.steps="$steps" --set train.warmup_steps=1 --set data.train="$data" --set data.val= \
   --set log.metrics_path="$out/train-small-$seq.jsonl" > "$log" 2>&1
 rc=$?
 kill "$mon" 2> /dev/null

@@ -36,15 +36,30 @@ static const char *mpirun(void) {
                           : "OMP_NUM_THREADS=1 timeout 120 mpirun --oversubscribe";
 }
 
-/* Trains with np ranks, parallel.ep = ep and the given micro-batch; returns the loss curve. */
-static int losses_for(int np, int ep, int micro_batch, const char *tag, double *loss) {
+/* Trains with np ranks, parallel.ep = ep, the given micro-batch and extra settings; returns the loss curve. */
+static int losses_with(int np, int ep, int micro_batch, const char *extra, const char *tag, double *loss) {
     char cmd[12000], out[32768], metrics[4400];
     snprintf(metrics, sizeof metrics, "%s/%s.jsonl", dir, tag);
-    snprintf(cmd, sizeof cmd, "%s -np %d %s train %s --set parallel.ep=%d --set train.micro_batch=%d --set log.metrics_path=%s",
-             mpirun(), np, test_mokc_binary(), spec, ep, micro_batch, metrics);
+    snprintf(cmd, sizeof cmd,
+             "%s -np %d %s train %s --set parallel.ep=%d --set train.micro_batch=%d --set log.metrics_path=%s %s",
+             mpirun(), np, test_mokc_binary(), spec, ep, micro_batch, metrics, extra);
     int rc = test_run(cmd, out, sizeof out);
     CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, out);
     return test_read_metric(metrics, "loss", loss, STEPS);
+}
+
+static int losses_for(int np, int ep, int micro_batch, const char *tag, double *loss) {
+    return losses_with(np, ep, micro_batch, "", tag, loss);
+}
+
+/* The worst relative difference of two loss curves of STEPS steps. */
+static double worst_rel(const double *a, const double *ref) {
+    double worst = 0;
+    for (int i = 0; i < STEPS; i++) {
+        double rel = fabs(a[i] - ref[i]) / fabs(ref[i]);
+        if (rel > worst) worst = rel;
+    }
+    return worst;
 }
 
 static void test_layouts_train_alike(void) {
@@ -57,15 +72,26 @@ static void test_layouts_train_alike(void) {
     for (int r = 1; r < 4; r++) {
         int n = losses_for(runs[r].np, runs[r].ep, runs[r].mb, runs[r].tag, loss);
         CHECK_EQ_INT(n, STEPS);
-        double worst = 0;
-        for (int i = 0; i < n; i++) {
-            double rel = fabs(loss[i] - ref[i]) / fabs(ref[i]);
-            if (rel > worst) worst = rel;
-        }
+        double worst = worst_rel(loss, ref);
         CHECK_MSG(worst < 1e-5, "%s: loss curve differs from 1 rank by %.3g relative", runs[r].tag, worst);
     }
     /* The curve is a real one: it falls. */
     CHECK(ref[STEPS - 1] < ref[0] - 1.0);
+}
+
+/* Issue 13's layouts on eight ranks (the GPU runs need 8 GPUs; the layouts' arithmetic does not): EP8 and
+ * EP4 x DP2 on the same global batch train as one rank does, with 8 experts (one a rank at EP8). */
+static void test_eight_rank_layouts_train_alike(void) {
+    setup_corpus();
+    const char *experts = "--set moe.num_experts=8";
+    double ref[STEPS], loss[STEPS];
+    CHECK_EQ_INT(losses_with(1, 1, 8, experts, "e8-r1", ref), STEPS);
+    const struct { int ep; const char *tag; } runs[] = {{8, "ep8"}, {4, "ep4dp2"}};
+    for (int r = 0; r < 2; r++) {
+        CHECK_EQ_INT(losses_with(8, runs[r].ep, 1, experts, runs[r].tag, loss), STEPS);
+        double worst = worst_rel(loss, ref);
+        CHECK_MSG(worst < 1e-5, "%s: loss curve differs from 1 rank by %.3g relative", runs[r].tag, worst);
+    }
 }
 
 static void test_same_command_bitwise(void) {
@@ -105,5 +131,6 @@ static void test_one_failing_rank_ends_the_job(void) {
     CHECK_STR_CONTAINS(out, "rank 1");
 }
 
-TEST_SUITE(dist, TEST_CASE(test_layouts_train_alike), TEST_CASE(test_same_command_bitwise),
+TEST_SUITE(dist, TEST_CASE(test_layouts_train_alike), TEST_CASE(test_eight_rank_layouts_train_alike),
+           TEST_CASE(test_same_command_bitwise),
            TEST_CASE(test_bad_layout_stops_every_rank), TEST_CASE(test_one_failing_rank_ends_the_job));
