@@ -105,22 +105,18 @@ static int cmd_help(int argc, char **argv) {
 }
 
 #ifdef MOKC_CUDA
-/* `--record PATH` taken out of a bench command line (the benches parse the rest) and handed to
- * bench_record_set; without it the record goes to runs/bench-<what>.jsonl. Returns -1, or the exit
- * code of a usage error. */
-static int take_bench_record(int *argc, char **argv, const char *what) {
-    static char dflt[64];
-    snprintf(dflt, sizeof dflt, "runs/bench-%s.jsonl", what);
-    const char *path = dflt;
+/* `--record PATH` taken out of a bench command line (the benches parse the rest) into *path (NULL
+ * without it). Returns -1, or the exit code of a usage error. */
+static int take_bench_record(int *argc, char **argv, const char **path) {
+    *path = NULL;
     for (int i = 1; i < *argc; i++) {
         if (strcmp(argv[i], "--record") != 0) continue;
         if (i + 1 >= *argc) return usage_error("%s", "--record needs a file path");
-        path = argv[i + 1];
+        *path = argv[i + 1];
         for (int j = i; j + 2 <= *argc; j++) argv[j] = argv[j + 2];
         *argc -= 2;
         break;
     }
-    bench_record_set(path, *argc, argv);
     return -1;
 }
 #endif
@@ -132,9 +128,14 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "prepare") == 0) return cmd_prepare(argc - 1, argv + 1);
 #ifdef MOKC_CUDA
     if (strcmp(cmd, "bench") == 0) {
-        const char *what = argc > 2 && (strcmp(argv[2], "attn") == 0 || strcmp(argv[2], "gemm") == 0) ? argv[2] : "moe";
-        int bargc = argc - 1, rc = take_bench_record(&bargc, argv + 1, what);
+        int bargc = argc - 1;
+        const char *record = NULL;
+        int rc = take_bench_record(&bargc, argv + 1, &record); /* first: --record may come before the bench's name */
         if (rc >= 0) return rc;
+        const char *what = bargc > 1 && (strcmp(argv[2], "attn") == 0 || strcmp(argv[2], "gemm") == 0) ? argv[2] : "moe";
+        char dflt[64];
+        snprintf(dflt, sizeof dflt, "runs/bench-%s.jsonl", what);
+        bench_record_set(record ? record : dflt, bargc, argv + 1);
         if (strcmp(what, "attn") == 0) return cmd_bench_attn(bargc, argv + 1);
         if (strcmp(what, "gemm") == 0) return cmd_bench_gemm(bargc, argv + 1);
         return cmd_bench(bargc, argv + 1);

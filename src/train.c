@@ -5,6 +5,7 @@
  */
 #include "train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,10 +265,12 @@ static void checkpoint_resume(Trainer *tr) {
 }
 
 /* Rank 0's metrics file: new for a fresh run. A resumed run keeps the lines up to its checkpoint's
- * step (a crashed run may have logged later ones) and appends, so the file reads as one run. */
+ * step (a crashed run may have logged later ones) and appends, so the file reads as one run. A path
+ * the spec names must be writable; the default ("auto") only warns when it is not. */
 static void open_metrics(Trainer *tr) {
     char *path = tr->cfg.log.metrics_path;
-    if (strcmp(path, "auto") == 0) { /* runs/<the spec's file name without .json>.jsonl */
+    const bool automatic = strcmp(path, "auto") == 0;
+    if (automatic) { /* runs/<the spec's file name without .json>.jsonl */
         const char *base = strrchr(tr->spec_path, '/');
         base = base ? base + 1 : tr->spec_path;
         int stem = (int)strlen(base);
@@ -275,6 +278,16 @@ static void open_metrics(Trainer *tr) {
         snprintf(path, CONFIG_PATH_MAX, "runs/%.*s.jsonl", stem, base);
     }
     if (!path[0] || tr->dist.rank != 0) return;
+    if (automatic) {
+        FILE *probe = mokc_make_parent_dirs(path) ? fopen(path, "a") : NULL;
+        if (!probe) {
+            fprintf(stderr, "mokc: warning: no run record: cannot write '%s' (%s); set log.metrics_path to a "
+                    "writable file\n", path, strerror(errno));
+            path[0] = 0;
+            return;
+        }
+        fclose(probe);
+    }
     if (!mokc_make_parent_dirs(path))
         mokc_die(MOKC_EXIT_USAGE, "choose a log.metrics_path in a writable directory",
                  "log.metrics_path: cannot create the directory of '%s'", path);

@@ -7,9 +7,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "gpu/check.h"
+#include "dist.h"
 #include "gpu/device.h"
 #include "run_record.h"
 
@@ -74,23 +76,29 @@ double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan) {
 }
 
 static struct {
-    char path[4096];
+    char path[4096]; /* "" on ranks other than the launcher's 0, and without a record */
     int argc;
     char **argv;
     FILE *f;
 } record;
 
 void bench_record_set(const char *path, int argc, char **argv) {
-    snprintf(record.path, sizeof record.path, "%s", path);
     record.argc = argc, record.argv = argv;
+    if (!path[0] || dist_launcher_rank() != 0) return;
+    /* tried now, so that a path it cannot write stops the run before any GPU time; written from the
+     * first result on, so that a run without results (--help, no GPU) leaves no empty record */
+    const int existed = access(path, F_OK) == 0;
+    FILE *probe = mokc_make_parent_dirs(path) ? fopen(path, "a") : NULL;
+    if (!probe || strlen(path) >= sizeof record.path)
+        mokc_die(MOKC_EXIT_USAGE, "pass --record PATH of a writable file", "cannot write the run record '%s'", path);
+    fclose(probe);
+    if (!existed) unlink(path);
+    snprintf(record.path, sizeof record.path, "%s", path);
 }
 
-/* The record's file and header, at the first result: the device is chosen and MPI started by then. */
+/* The record, with its header at the first result: the device is chosen and MPI started by then. */
 static FILE *record_file(void) {
     if (record.f || !record.path[0]) return record.f;
-    if (!mokc_make_parent_dirs(record.path))
-        mokc_die(MOKC_EXIT_USAGE, "pass --record PATH in a writable directory", "cannot create the directory of '%s'",
-                 record.path);
     record.f = fopenCheck(record.path, "w");
     int dev = 0, mpi_on = 0, world = 1;
     cudaCheck(cudaGetDevice(&dev));

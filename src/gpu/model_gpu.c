@@ -375,6 +375,7 @@ void gpu_model_zero_grads(GpuModel *g) {
         if (p) start = p->offset + p->numel;
     }
     g->experts_unwritten = 1;
+    step_timer_mark(&g->timer, STEP_DENSE); /* the host's work before the first micro-batch: a gap */
 }
 
 /* ---------- forward ---------- */
@@ -620,6 +621,9 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     gpu_embedding_backward(G32(g->t->tok_emb), g->dres, g->emb_order, g->emb_start, g->emb_id, g->emb_buckets, d->C,
                            s);
     if (last) reduce_layer(g, -1, g->layer_done[d->L]);
+    /* the last micro-batch's stream idles from here until the optimizer: the all-reduces run, and the host
+     * sums the losses and loads over the ranks */
+    if (last) mark(g, STEP_ALLREDUCE);
     g->experts_unwritten = 0;
     g->timing = 0;
     /* The host arrays of the bucketing are reused by the next micro-batch: wait for the copies. */
