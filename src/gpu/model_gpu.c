@@ -41,7 +41,7 @@
 #include "gpu/step_timer.h"
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
-#define HEAD_CHUNK_BYTES (256ull << 20)
+#define HEAD_CHUNK_BYTES (1024ull << 20)
 
 typedef struct {
     float *x_in, *rstd1, *x_mid, *rstd2, *ln2_f32;
@@ -248,6 +248,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
+    if (rows >= 128) rows -= rows % 128; /* whole 128-row tiles for the head's GEMMs */
     g->head_rows = rows < 1 ? 1 : rows > (size_t)g->N ? g->N : (int)rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
     g->h_order = mallocCheck(sizeof(int) * (size_t)g->N);
