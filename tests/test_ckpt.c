@@ -37,7 +37,7 @@ static const char *spec_text =
     " \"train\": {\"seq_len\": 16, \"micro_batch\": 4, \"steps\": 8, \"lr\": 0.01, \"min_lr\": 0.001,"
     " \"warmup_steps\": 2, \"seed\": 1},"
     " \"data\": {\"train\": \"%s/corpus.h5\", \"val\": \"%s/corpus-val.h5\", \"val_every\": 3, \"val_batches\": 2},"
-    " \"log\": {\"every\": 100}, \"backend\": \"cpu\"}";
+    " \"log\": {\"every\": 100, \"metrics_path\": \"%s/record.jsonl\"}, \"backend\": \"cpu\"}";
 
 typedef struct {
     char dir[4096];
@@ -66,7 +66,7 @@ static Setup make_setup(int vocab) {
     snprintf(s.dir, sizeof s.dir, "%s", test_tmpdir());
     snprintf(s.spec, sizeof s.spec, "%s/spec.json", s.dir);
     test_prepare_corpus(s.dir, 0.1);
-    test_write_file(s.spec, spec_text, vocab, s.dir, s.dir);
+    test_write_file(s.spec, spec_text, vocab, s.dir, s.dir, s.dir); /* the run record in the scratch directory too */
     return s;
 }
 
