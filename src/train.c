@@ -514,17 +514,24 @@ static void update_expert_bias(Trainer *tr) {
 }
 
 /* max over MoE layers of (max expert load / mean expert load) in this step; 0 without experts. */
+/* MoE layer l's busiest expert over its mean this step (1 = balanced, E / k = every token on one expert). */
+static double layer_imbalance(const Trainer *tr, int l) {
+    const ModelDims *d = &tr->dims;
+    const int64_t *load = tr->load + (size_t)l * d->E;
+    int64_t max = 0, sum = 0;
+    for (int e = 0; e < d->E; e++) {
+        sum += load[e];
+        if (load[e] > max) max = load[e];
+    }
+    return sum > 0 ? (double)max * d->E / (double)sum : 0;
+}
+
+/* The worst MoE layer's layer_imbalance. */
 static double load_imbalance(const Trainer *tr) {
     const ModelDims *d = &tr->dims;
     double worst = 0;
     for (int l = d->first_dense; d->E > 0 && l < d->L; l++) {
-        const int64_t *load = tr->load + (size_t)l * d->E;
-        int64_t max = 0, sum = 0;
-        for (int e = 0; e < d->E; e++) {
-            sum += load[e];
-            if (load[e] > max) max = load[e];
-        }
-        double ratio = sum > 0 ? (double)max * d->E / (double)sum : 0;
+        double ratio = layer_imbalance(tr, l);
         if (ratio > worst) worst = ratio;
     }
     return worst;
@@ -670,6 +677,7 @@ static void format_eta(const Trainer *tr, char *buf, size_t len) {
 
 static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
     const MokcConfig *c = &tr->cfg;
+    const ModelDims *d = &tr->dims;
     tr->run_seconds += s->seconds;
     if (tr->step - tr->first_step > summary_skips(tr)) {
         tr->window_steps++;
@@ -700,6 +708,12 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
                 "\"load_max_over_mean\": %.6g",
                 tr->step, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s, per_rank,
                 (long long)tr->tokens_seen, s->imbalance);
+        if (d->E > 0 && d->first_dense < d->L) { /* the expert load of every MoE layer */
+            fprintf(tr->metrics, ", \"load_max_over_mean_by_layer\": [");
+            for (int l = d->first_dense; l < d->L; l++)
+                fprintf(tr->metrics, "%s%.4g", l > d->first_dense ? ", " : "", layer_imbalance(tr, l));
+            fprintf(tr->metrics, "]");
+        }
         if (tr->use_gpu) {
             fprintf(tr->metrics, ", \"mfu\": %.6g, \"gpu_ms\": {", mfu);
             for (int p = 0; p < STEP_PARTS; p++)

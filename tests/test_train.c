@@ -101,9 +101,9 @@ static double json_number(const cJSON *o, const char *a, const char *b) {
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-/* With log.metrics_path left at "auto", a 3-step run from the spec's directory writes
- * runs/spec.jsonl there: a header (what ran, on what, with which config) and one line a step; the
- * progress lines carry an ETA and the run ends with its summary of steps 2-3. */
+/* With log.metrics_path left at "auto", a 3-step run from the spec's directory writes runs/spec.jsonl
+ * there: a header (what ran, on what, with which config) and one line a step (with each MoE layer's
+ * expert load); the progress lines carry an ETA and the run ends with its summary of steps 2-3. */
 static void test_run_record(void) {
     char spec[4200], bin[PATH_MAX], cmd[9000], out[16384];
     const char *dir = prepare_corpus(spec, sizeof spec);
@@ -140,6 +140,12 @@ static void test_run_record(void) {
             steps++;
             CHECK_MSG(json_number(o, "step", NULL) == steps, "line %d is not step %d: %.200s", lines + 1, steps, line);
             CHECK_MSG(json_number(o, "loss", NULL) > 0, "step %d has no loss", steps);
+            /* the spec has one MoE layer: its busiest expert over the mean, in [1, E / k = 2] */
+            const cJSON *by_layer = cJSON_GetObjectItemCaseSensitive(o, "load_max_over_mean_by_layer");
+            const cJSON *first = cJSON_GetArrayItem(by_layer, 0);
+            CHECK_MSG(cJSON_GetArraySize(by_layer) == 1 && cJSON_IsNumber(first) && first->valuedouble >= 1 &&
+                          first->valuedouble <= 2,
+                      "step %d: load_max_over_mean_by_layer is not one layer's figure in [1, 2]", steps);
         }
         cJSON_Delete(o);
     }
