@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static int log_rank = -1;
 
@@ -102,5 +103,14 @@ int mokc_make_parent_dirs(const char *path) {
         if (mkdir(buf, 0755) != 0 && errno != EEXIST) return 0;
         *p = '/';
     }
+    return 1;
+}
+
+int mokc_writable(const char *path) {
+    const int existed = access(path, F_OK) == 0;
+    FILE *probe = mokc_make_parent_dirs(path) ? fopen(path, "a") : NULL;
+    if (!probe) return 0;
+    fclose(probe);
+    if (!existed) unlink(path);
     return 1;
 }

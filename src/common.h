@@ -42,6 +42,10 @@ FILE *mokc_fopen_check(const char *path, const char *mode, const char *file, int
 /* Creates the directories above `path` (like mkdir -p of its dirname); false on failure. */
 int mokc_make_parent_dirs(const char *path);
 
+/* Whether a file can be written at `path` (its directories made); a file the try created is
+ * removed again. False with errno set otherwise. */
+int mokc_writable(const char *path);
+
 /* Wall-clock seconds from a monotonic clock. */
 double mokc_now_seconds(void);
 

@@ -278,15 +278,11 @@ static void open_metrics(Trainer *tr) {
         snprintf(path, CONFIG_PATH_MAX, "runs/%.*s.jsonl", stem, base);
     }
     if (!path[0] || tr->dist.rank != 0) return;
-    if (automatic) {
-        FILE *probe = mokc_make_parent_dirs(path) ? fopen(path, "a") : NULL;
-        if (!probe) {
-            fprintf(stderr, "mokc: warning: no run record: cannot write '%s' (%s); set log.metrics_path to a "
-                    "writable file\n", path, strerror(errno));
-            path[0] = 0;
-            return;
-        }
-        fclose(probe);
+    if (automatic && !mokc_writable(path)) {
+        fprintf(stderr, "mokc: warning: no run record: cannot write '%s' (%s); set log.metrics_path to a "
+                "writable file\n", path, strerror(errno));
+        path[0] = 0;
+        return;
     }
     if (!mokc_make_parent_dirs(path))
         mokc_die(MOKC_EXIT_USAGE, "choose a log.metrics_path in a writable directory",
@@ -513,7 +509,6 @@ static void update_expert_bias(Trainer *tr) {
     }
 }
 
-/* max over MoE layers of (max expert load / mean expert load) in this step; 0 without experts. */
 /* MoE layer l's busiest expert over its mean this step (1 = balanced, E / k = every token on one expert). */
 static double layer_imbalance(const Trainer *tr, int l) {
     const ModelDims *d = &tr->dims;
@@ -526,7 +521,7 @@ static double layer_imbalance(const Trainer *tr, int l) {
     return sum > 0 ? (double)max * d->E / (double)sum : 0;
 }
 
-/* The worst MoE layer's layer_imbalance. */
+/* The worst MoE layer's layer_imbalance in this step; 0 without experts. */
 static double load_imbalance(const Trainer *tr) {
     const ModelDims *d = &tr->dims;
     double worst = 0;

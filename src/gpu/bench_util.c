@@ -7,7 +7,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common.h"
 #include "gpu/check.h"
@@ -87,12 +86,8 @@ void bench_record_set(const char *path, int argc, char **argv) {
     if (!path[0] || dist_launcher_rank() != 0) return;
     /* tried now, so that a path it cannot write stops the run before any GPU time; written from the
      * first result on, so that a run without results (--help, no GPU) leaves no empty record */
-    const int existed = access(path, F_OK) == 0;
-    FILE *probe = mokc_make_parent_dirs(path) ? fopen(path, "a") : NULL;
-    if (!probe || strlen(path) >= sizeof record.path)
+    if (!mokc_writable(path) || strlen(path) >= sizeof record.path)
         mokc_die(MOKC_EXIT_USAGE, "pass --record PATH of a writable file", "cannot write the run record '%s'", path);
-    fclose(probe);
-    if (!existed) unlink(path);
     snprintf(record.path, sizeof record.path, "%s", path);
 }
 
