@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
         const char *what = bargc > 1 && (strcmp(argv[2], "attn") == 0 || strcmp(argv[2], "gemm") == 0) ? argv[2] : "moe";
         char dflt[64];
         snprintf(dflt, sizeof dflt, "runs/bench-%s.jsonl", what);
-        bench_record_set(record ? record : dflt, bargc, argv + 1);
+        bench_record_set(record ? record : dflt, what, bargc, argv + 1);
         if (strcmp(what, "attn") == 0) return cmd_bench_attn(bargc, argv + 1);
         if (strcmp(what, "gemm") == 0) return cmd_bench_gemm(bargc, argv + 1);
         return cmd_bench(bargc, argv + 1);

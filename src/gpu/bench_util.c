@@ -76,12 +76,14 @@ double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan) {
 
 static struct {
     char path[4096]; /* "" on ranks other than the launcher's 0, and without a record */
+    char command[32]; /* "bench moe" */
     int argc;
     char **argv;
     FILE *f;
 } record;
 
-void bench_record_set(const char *path, int argc, char **argv) {
+void bench_record_set(const char *path, const char *what, int argc, char **argv) {
+    snprintf(record.command, sizeof record.command, "bench %s", what);
     record.argc = argc, record.argv = argv;
     if (!path[0] || dist_launcher_rank() != 0) return;
     /* tried now, so that a path it cannot write stops the run before any GPU time; written from the
@@ -101,9 +103,7 @@ static FILE *record_file(void) {
     gpu_describe(dev, gpu, sizeof gpu);
     MPI_Initialized(&mpi_on);
     if (mpi_on) MPI_Comm_size(MPI_COMM_WORLD, &world);
-    char command[64];
-    snprintf(command, sizeof command, "bench %s", record.argc > 1 && record.argv[1][0] != '-' ? record.argv[1] : "moe");
-    RunHeader h = {.command = command, .argc = record.argc, .argv = record.argv, .backend = "cuda", .gpu = gpu,
+    RunHeader h = {.command = record.command, .argc = record.argc, .argv = record.argv, .backend = "cuda", .gpu = gpu,
                    .gpus = world, .seed = -1, .resumed_from = -1};
     run_record_header(record.f, &h);
     return record.f;

@@ -18,10 +18,10 @@ double bench_time_ms(BenchFn fn, void *ctx, int iters, int warmup, cudaStream_t 
  * finished all its work (NaN when a has a NaN); *nan (unless NULL) counts a's NaN elements. */
 double bench_rel_err_bf16(const bf16_t *a, const bf16_t *b, long n, long *nan);
 
-/* The run record of this `mokc bench` run (run_record.h): `path` ("" = none), opened here by the
- * launcher's rank 0 (other ranks write none), its header written at the first bench_emit. main.c sets
- * it from --record. */
-void bench_record_set(const char *path, int argc, char **argv);
+/* The run record of this `mokc bench` run (run_record.h) of benchmark `what` ("moe", "attn", "gemm"):
+ * `path` ("" = none), tried here by the launcher's rank 0 (other ranks write none), its header written
+ * at the first bench_emit. main.c sets it from --record. */
+void bench_record_set(const char *path, const char *what, int argc, char **argv);
 /* One result as a JSON line (printf format, no newline) on stdout and in the run record. */
 void bench_emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
