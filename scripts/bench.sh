@@ -37,12 +37,10 @@ for spec in configs/bench/*.json; do
   done
 done
 
-tmp=$(mktemp -d) || exit 1 # the training text and its tokens: rebuilt from the tree, not kept
+tmp=$(mktemp -d) || exit 1 # the training tokens: rebuilt from the tree, not kept
 trap 'rm -rf "$tmp"' EXIT
 data=$tmp/repo-text-v151936.h5
-find src kernels tests docs scripts -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
-     -o -name '*.md' -o -name '*.sh' \) -print0 | sort -z | xargs -0 cat > "$tmp/repo-text.txt"
-./mokc prepare --text "$tmp/repo-text.txt" --vocab 151936 --out "$data" --val-fraction 0 > /dev/null || exit 1
+scripts/repo-tokens.sh "$data" || exit 1
 train() { # name moe_impl ep
   note "train mokc-small ($2) as $1, $steps steps on $gpus GPUs, EP$3"
   if ! timeout 1800 mpirun -np "$gpus" ./mokc train configs/mokc-small.json --set parallel.ep="$3" \

@@ -15,11 +15,7 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 [ -x ./mokc ] || { echo "gpu-train-small: ./mokc is not built (make -j all)"; exit 1; }
 
 data=$out/repo-text-v151936.h5
-if [ ! -f "$data" ]; then
-  find src kernels tests docs scripts -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
-       -o -name '*.md' -o -name '*.sh' \) -print0 | sort -z | xargs -0 cat > "$out/repo-text.txt"
-  ./mokc prepare --text "$out/repo-text.txt" --vocab 151936 --out "$data" --val-fraction 0 > /dev/null || exit 1
-fi
+[ -f "$data" ] || scripts/repo-tokens.sh "$data" || exit 1
 
 log=$out/train-small-$seq.log
 ( while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 1; done ) > "$out/train-small-mem.txt" &
