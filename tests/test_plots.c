@@ -14,11 +14,17 @@
 
 static const char *const charts[] = {"loss.png", "step-time.png", "bench-moe.png"};
 
-/* Whether a python3 with matplotlib is here (the Makefile's PLOT_PYTHON finds it the same way). */
+/* A shell command running `python3 ARGS` with the first python3 that has matplotlib (the Makefile's
+ * PLOT_PYTHON finds it the same way); exit 1 where none has it. */
+static const char *with_matplotlib(char *cmd, size_t len, const char *args) {
+    snprintf(cmd, len, "for p in python3 /usr/bin/python3; do $p -c 'import matplotlib' 2>/dev/null && exec $p %s; "
+             "done; exit 1", args);
+    return cmd;
+}
+
 static int have_matplotlib(void) {
-    char out[256];
-    return test_run("for p in python3 /usr/bin/python3; do $p -c 'import matplotlib' 2>/dev/null && exit 0; done; "
-                    "exit 1", out, sizeof out) == 0;
+    char cmd[512], out[256];
+    return test_run(with_matplotlib(cmd, sizeof cmd, "-c pass"), out, sizeof out) == 0;
 }
 
 static void test_committed_charts_render_from_records(void) {
@@ -58,12 +64,11 @@ static void test_plot_refuses_a_file_that_is_not_a_record(void) {
         return;
     }
     const char *dir = test_tmpdir();
-    char path[4300], cmd[9000], out[4096];
+    char path[4300], args[9000], cmd[9200], out[4096];
     snprintf(path, sizeof path, "%s/not-a-record.jsonl", dir);
     test_write_file(path, "{\"step\": 1, \"loss\": 2.5}\n");
-    snprintf(cmd, sizeof cmd, "for p in python3 /usr/bin/python3; do $p -c 'import matplotlib' 2>/dev/null && "
-             "exec $p scripts/plot --out %s/charts %s; done", dir, path);
-    CHECK_EQ_INT(test_run(cmd, out, sizeof out), 1);
+    snprintf(args, sizeof args, "scripts/plot --out %s/charts %s", dir, path);
+    CHECK_EQ_INT(test_run(with_matplotlib(cmd, sizeof cmd, args), out, sizeof out), 1);
     CHECK_STR_CONTAINS(out, "not-a-record.jsonl has no header line");
 }
 
