@@ -3,9 +3,10 @@
 # what, then the results) into OUT/records, then the charts from those records into OUT/charts:
 #  - the layer sweep: every shape under configs/bench/, both MoE implementations, EP1 (one GPU, the whole
 #    layer's experts) and EP2..EPn (one rank a GPU, the same tokens a GPU), `mokc bench moe --impl all`;
-#  - a short training run of configs/mokc-small.json (EP over the GPUs) with the megakernel, twice (the two
-#    loss curves must be bitwise equal: the run fails otherwise), and once with the unfused layer; on 4 or
-#    more GPUs also with EP over half of them and DP2 (the same global batch: issue 13's EP4 x DP2).
+#  - a short training run of configs/mokc-small.json (EP over the GPUs; on one GPU configs/mokc-small-1gpu.json,
+#    its layers that fit one H200) with the megakernel, twice (the two loss curves must be bitwise equal: the
+#    run fails otherwise), and once with the unfused layer; on 4 or more GPUs also with EP over half of them
+#    and DP2 (the same global batch: issue 13's EP4 x DP2).
 # The training data is this repository's own text as byte ids in the model's vocabulary (nothing is
 # downloaded). Usage: scripts/bench.sh [OUT (bench/results/<date>-<N>x<GPU>)]; STEPS (100) sets the
 # training steps, GPUS (all visible) the ranks. Needs a CUDA build (make) and GPUs.
@@ -41,15 +42,18 @@ tmp=$(mktemp -d) || exit 1 # the training tokens: rebuilt from the tree, not kep
 trap 'rm -rf "$tmp"' EXIT
 data=$tmp/repo-text-v151936.h5
 scripts/repo-tokens.sh "$data" || exit 1
+spec=configs/mokc-small.json
+[ "$gpus" -ge 2 ] || spec=configs/mokc-small-1gpu.json
+run=$(basename "$spec" .json)
 train() { # name moe_impl ep
-  note "train mokc-small ($2) as $1, $steps steps on $gpus GPUs, EP$3"
-  if ! timeout 1800 mpirun -np "$gpus" ./mokc train configs/mokc-small.json --set parallel.ep="$3" \
+  note "train $run ($2) as $1, $steps steps on $gpus GPUs, EP$3"
+  if ! timeout 1800 mpirun -np "$gpus" ./mokc train "$spec" --set parallel.ep="$3" \
        --set train.steps="$steps" --set moe_impl="$2" --set data.train="$data" --set data.val= \
-       --set log.every=10 --set log.metrics_path="$out/records/train-mokc-small-$1.jsonl" \
-       > "$out/logs/train-mokc-small-$1.log" 2>&1; then
-    echo "bench.sh: train $1 failed:"; tail -5 "$out/logs/train-mokc-small-$1.log"; fail=$((fail + 1))
+       --set log.every=10 --set log.metrics_path="$out/records/train-$run-$1.jsonl" \
+       > "$out/logs/train-$run-$1.log" 2>&1; then
+    echo "bench.sh: train $1 failed:"; tail -5 "$out/logs/train-$run-$1.log"; fail=$((fail + 1))
   fi
-  grep -E '^steps [0-9]+-|^  GPU time' "$out/logs/train-mokc-small-$1.log"
+  grep -E '^steps [0-9]+-|^  GPU time' "$out/logs/train-$run-$1.log"
 }
 train mok mok "$gpus"
 train mok-again mok "$gpus"
@@ -70,14 +74,14 @@ same_curve() { # a b what
             printf "bench.sh: %s: %d steps, last 20 steps'"'"' mean loss %.3g apart (per step at worst %.3g)%s\n",
                    what, n, m, w, ok ? "" : " (FAIL: above 5e-2)"; exit !ok }'
 }
-same_curve "$out/records/train-mokc-small-mok.jsonl" "$out/records/train-mokc-small-unfused.jsonl" \
+same_curve "$out/records/train-$run-mok.jsonl" "$out/records/train-$run-unfused.jsonl" \
   "mok against unfused" || fail=$((fail + 1))
-if [ -s "$out/records/train-mokc-small-$half.jsonl" ]; then
-  same_curve "$out/records/train-mokc-small-mok.jsonl" "$out/records/train-mokc-small-$half.jsonl" \
+if [ -s "$out/records/train-$run-$half.jsonl" ]; then
+  same_curve "$out/records/train-$run-mok.jsonl" "$out/records/train-$run-$half.jsonl" \
     "EP$gpus against EP$(( gpus / 2 )) x DP2" || fail=$((fail + 1))
 fi
-if [ -s "$out/records/train-mokc-small-mok.jsonl" ] &&
-   [ "$(losses "$out/records/train-mokc-small-mok.jsonl")" = "$(losses "$out/records/train-mokc-small-mok-again.jsonl")" ]; then
+if [ -s "$out/records/train-$run-mok.jsonl" ] &&
+   [ "$(losses "$out/records/train-$run-mok.jsonl")" = "$(losses "$out/records/train-$run-mok-again.jsonl")" ]; then
   echo "bench.sh: two mok runs, $steps steps: bitwise-identical losses"
 else
   echo "bench.sh: FAIL: the two mok runs' losses differ (or a run is missing)"; fail=$((fail + 1))
