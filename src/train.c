@@ -509,24 +509,28 @@ static void update_expert_bias(Trainer *tr) {
     }
 }
 
-/* MoE layer l's busiest expert over its mean this step (1 = balanced, E / k = every token on one expert). */
-static double layer_imbalance(const Trainer *tr, int l) {
+/* MoE layer l's busiest group of `group` consecutive experts over the mean group this step: group 1, its busiest
+ * expert (1 = balanced, E / k = every token on one expert); group E_local, its busiest EP rank, whose routed
+ * slots set the layer's time (1 = balanced, ep at most). */
+static double layer_imbalance(const Trainer *tr, int l, int group) {
     const ModelDims *d = &tr->dims;
     const int64_t *load = tr->load + (size_t)l * d->E;
     int64_t max = 0, sum = 0;
-    for (int e = 0; e < d->E; e++) {
-        sum += load[e];
-        if (load[e] > max) max = load[e];
+    for (int g0 = 0; g0 < d->E; g0 += group) {
+        int64_t slots = 0;
+        for (int e = g0; e < g0 + group; e++) slots += load[e];
+        sum += slots;
+        if (slots > max) max = slots;
     }
-    return sum > 0 ? (double)max * d->E / (double)sum : 0;
+    return sum > 0 ? (double)max * (d->E / group) / (double)sum : 0;
 }
 
-/* The worst MoE layer's layer_imbalance in this step; 0 without experts. */
+/* The worst MoE layer's busiest expert over the mean (layer_imbalance by expert) this step; 0 without experts. */
 static double load_imbalance(const Trainer *tr) {
     const ModelDims *d = &tr->dims;
     double worst = 0;
     for (int l = d->first_dense; d->E > 0 && l < d->L; l++) {
-        double ratio = layer_imbalance(tr, l);
+        double ratio = layer_imbalance(tr, l, 1);
         if (ratio > worst) worst = ratio;
     }
     return worst;
@@ -703,12 +707,14 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
                 "\"load_max_over_mean\": %.6g",
                 tr->step, s->loss, s->aux, s->norm, s->lr, s->seconds * 1e3, s->tokens_per_s, per_rank,
                 (long long)tr->tokens_seen, s->imbalance);
-        if (d->E > 0 && d->first_dense < d->L) { /* the expert load of every MoE layer */
-            fprintf(tr->metrics, ", \"load_max_over_mean_by_layer\": [");
-            for (int l = d->first_dense; l < d->L; l++)
-                fprintf(tr->metrics, "%s%.4g", l > d->first_dense ? ", " : "", layer_imbalance(tr, l));
-            fprintf(tr->metrics, "]");
-        }
+        if (d->E > 0 && d->first_dense < d->L) /* the expert load of every MoE layer, by expert and by EP rank */
+            for (int by_rank = 0; by_rank <= (d->ep > 1); by_rank++) {
+                fprintf(tr->metrics, ", \"%sload_max_over_mean_by_layer\": [", by_rank ? "ep_rank_" : "");
+                for (int l = d->first_dense; l < d->L; l++)
+                    fprintf(tr->metrics, "%s%.4g", l > d->first_dense ? ", " : "",
+                            layer_imbalance(tr, l, by_rank ? d->E_local : 1));
+                fprintf(tr->metrics, "]");
+            }
         if (tr->use_gpu) {
             fprintf(tr->metrics, ", \"mfu\": %.6g, \"gpu_ms\": {", mfu);
             for (int p = 0; p < STEP_PARTS; p++)
