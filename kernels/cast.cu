@@ -39,19 +39,19 @@ __global__ void bf16_to_f32_kernel(float *out, const __nv_bfloat16 *in, long n, 
     for (long i = groups * 8 + tid; i < n; i += stride) out[i] = __bfloat162float(in[i]);
 }
 
-__global__ void add_f32_kernel(float *y, const float *x, long n, int vec) {
+__global__ void add_f32_kernel(float *y, const float *a, const float *x, long n, int vec) {
     long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
     long groups = vec ? n / 4 : 0;
     for (long g = tid; g < groups; g += stride) {
-        float4 a = reinterpret_cast<const float4 *>(x)[g];
-        float4 b = reinterpret_cast<float4 *>(y)[g];
-        b.x += a.x;
-        b.y += a.y;
-        b.z += a.z;
-        b.w += a.w;
-        reinterpret_cast<float4 *>(y)[g] = b;
+        float4 u = reinterpret_cast<const float4 *>(a)[g];
+        float4 v = reinterpret_cast<const float4 *>(x)[g];
+        u.x += v.x;
+        u.y += v.y;
+        u.z += v.z;
+        u.w += v.w;
+        reinterpret_cast<float4 *>(y)[g] = u;
     }
-    for (long i = groups * 4 + tid; i < n; i += stride) y[i] += x[i];
+    for (long i = groups * 4 + tid; i < n; i += stride) y[i] = a[i] + x[i];
 }
 
 __global__ void add_bf16_to_f32_kernel(float *y, const __nv_bfloat16 *x, long n, int vec) {
@@ -92,11 +92,15 @@ extern "C" void gpu_cast_bf16_to_f32(float *out, const bf16_t *in, long n, cudaS
     cudaCheckLaunch();
 }
 
-extern "C" void gpu_add_f32(float *y, const float *x, long n, cudaStream_t stream) {
+extern "C" void gpu_add_f32_out(float *y, const float *a, const float *x, long n, cudaStream_t stream) {
     if (n <= 0) return;
-    int vec = aligned16(y) && aligned16(x);
-    add_f32_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(y, x, n, vec);
+    int vec = aligned16(y) && aligned16(a) && aligned16(x);
+    add_f32_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(y, a, x, n, vec);
     cudaCheckLaunch();
+}
+
+extern "C" void gpu_add_f32(float *y, const float *x, long n, cudaStream_t stream) {
+    gpu_add_f32_out(y, y, x, n, stream);
 }
 
 extern "C" void gpu_add_bf16_to_f32(float *y, const bf16_t *x, long n, cudaStream_t stream) {

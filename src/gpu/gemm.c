@@ -96,20 +96,34 @@ static uint32_t alignment(const void *p) {
     return align;
 }
 
-void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
-             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
+/* D = alpha op(A) op(B) + beta C through the problem's cached plan; C == D is gemm_rm. */
+static void lt_matmul(int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, const void *B,
+                      GemmType tb, const void *C, void *D, GemmType tc, float alpha, float beta, cudaStream_t stream) {
     if (M == 0 || N == 0) return;
     PlanKey key;
     memset(&key, 0, sizeof key); /* the key is compared as bytes: no stray padding */
     key.trans_a = trans_a, key.trans_b = trans_b, key.M = M, key.N = N, key.K = K, key.accumulate = beta != 0;
     key.ta = ta, key.tb = tb, key.tc = tc;
-    key.align_a = alignment(A), key.align_b = alignment(B), key.align_c = alignment(C);
+    const uint32_t align_c = alignment(C), align_d = alignment(D);
+    key.align_a = alignment(A), key.align_b = alignment(B), key.align_c = align_c < align_d ? align_c : align_d;
     cudaCheck(cudaGetDevice(&key.device));
     const Plan *p = plan_of(&key);
+    cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, D, p->lc, &p->algo,
+                               NULL, 0, stream));
+}
+
+void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+             const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, C, p->lc, &p->algo, NULL, 0,
-                               stream));
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, stream);
+}
+
+void gemm_rm_out(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+                 const void *B, GemmType tb, const float *C, float *D, float alpha, float beta) {
+    cudaStream_t stream;
+    cublasCheck(cublasGetStream(h, &stream));
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, D, GEMM_F32, alpha, beta, stream);
 }
 
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,

@@ -429,17 +429,15 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     }
     gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wv), GEMM_BF16, a->v, GEMM_BF16, 1, 0);
     attention_forward_gpu(g->blas, g->attn, a->atty, a->attn_saved, a->q, a->k, a->v, s);
-    cudaCheck(cudaMemcpyAsync(a->x_mid, a->x_in, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
-    gemm_rm(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_mid, GEMM_F32, 1, 1);
+    gemm_rm_out(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_in, a->x_mid, 1, 1);
 
     mark(g, STEP_DENSE);
     gpu_rmsnorm_forward(a->ln2, a->ln2_f32, a->rstd2, a->x_mid, W32(o->ffn_norm), N, C, (float)d->eps, s);
-    cudaCheck(cudaMemcpyAsync(x_next, a->x_mid, sizeof(float) * (size_t)N * C, cudaMemcpyDeviceToDevice, s));
     if (!is_moe(g, l)) {
         gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_gate), GEMM_BF16, a->g, GEMM_BF16, 1, 0);
         gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_up), GEMM_BF16, a->u, GEMM_BF16, 1, 0);
         gpu_swiglu_forward(a->h, a->g, a->u, (long)N * d->I, s);
-        gemm_rm(g->blas, 0, 0, N, C, d->I, a->h, GEMM_BF16, W16(o->w_down), GEMM_BF16, x_next, GEMM_F32, 1, 1);
+        gemm_rm_out(g->blas, 0, 0, N, C, d->I, a->h, GEMM_BF16, W16(o->w_down), GEMM_BF16, a->x_mid, x_next, 1, 1);
         return 0;
     }
     MoeGpuWeights w = moe_weights(g, o);
@@ -456,7 +454,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         aux = moe_mok_aux_loss(g->moe_mok, s);
     }
     mark(g, STEP_DENSE);
-    gpu_add_f32(x_next, g->moe_out, (long)N * C, s);
+    gpu_add_f32_out(x_next, a->x_mid, g->moe_out, (long)N * C, s);
     return aux;
 }
 

@@ -167,6 +167,19 @@ static void test_cast_exact(void) {
                 bad += memcmp(&hf[i], &want, 4) != 0;
             }
             CHECK_MSG(bad == 0, "cast_bf16_to_f32 n=%ld shift=%d: %ld elements differ from the exact widening", n, shift, bad);
+            /* out = y + x into a poisoned buffer: one rounding, bit-exact, every element written */
+            float *da = upload_shifted(y, (size_t)n * 4, 4, shift), *dout = poisoned_shifted((size_t)n * 4, 4, shift);
+            gpu_add_f32_out(dout, da, df, n, 0);
+            float *hout = dl_f32(dout, n);
+            bad = 0;
+            for (long i = 0; i < n; i++) {
+                float want = y[i] + hf[i];
+                bad += memcmp(&hout[i], &want, 4) != 0; /* y and x are finite: a poisoned element never matches */
+            }
+            CHECK_MSG(bad == 0, "add_f32_out n=%ld shift=%d: %ld elements differ from y + x", n, shift, bad);
+            gpu_free_shifted(da, 4, shift);
+            gpu_free_shifted(dout, 4, shift);
+            free(hout);
             /* y += x (fp32) and y += float(bf16): one rounding each, bit-exact */
             float *dy = upload_shifted(y, (size_t)n * 4, 4, shift);
             gpu_add_f32(dy, df, n, 0);

@@ -87,18 +87,33 @@ static void one_case(cublasHandle_t h, int ta, int tb, int M, int N, int K, Gemm
     void *dA = device_copy(A, (long)M * K, tin, skew, &ba), *dB = device_copy(B, (long)K * N, tin, skew, &bb);
     void *dC = device_copy(C0, (long)M * N, tout, skew, &bc);
     float *got[2];
-    for (int run = 0; run < 2; run++) {
-        if (run) { /* the second run starts from the same C */
-            cudaFree(bc);
-            dC = device_copy(C0, (long)M * N, tout, skew, &bc);
-        }
-        gemm_rm(h, ta, tb, M, N, K, dA, tin, dB, tin, dC, tout, 1.0f, acc ? 1.0f : 0.0f);
-        got[run] = malloc(sizeof(float) * (size_t)M * N);
-        to_float(got[run], dC, (long)M * N, tout);
-    }
     char what[128];
     snprintf(what, sizeof what, "gemm %dx%dx%d trans %d/%d in %s out %s acc %d skew %d", M, N, K, ta, tb,
              tin == GEMM_BF16 ? "bf16" : "f32", tout == GEMM_BF16 ? "bf16" : "f32", acc, skew);
+    /* Run 0 in place (gemm_rm); run 1 from a fresh copy of C: in place again for a bf16 C, else into a
+     * NaN-poisoned D (gemm_rm_out): the same bits, every element written, C left as it was. */
+    gemm_rm(h, ta, tb, M, N, K, dA, tin, dB, tin, dC, tout, 1.0f, acc ? 1.0f : 0.0f);
+    got[0] = malloc(sizeof(float) * (size_t)M * N);
+    to_float(got[0], dC, (long)M * N, tout);
+    cudaFree(bc);
+    dC = device_copy(C0, (long)M * N, tout, skew, &bc);
+    got[1] = malloc(sizeof(float) * (size_t)M * N);
+    if (tout == GEMM_BF16) {
+        gemm_rm(h, ta, tb, M, N, K, dA, tin, dB, tin, dC, tout, 1.0f, acc ? 1.0f : 0.0f);
+        to_float(got[1], dC, (long)M * N, tout);
+    } else {
+        char *bd = NULL;
+        cudaCheck(cudaMalloc((void **)&bd, (size_t)((long)M * N + skew) * 4));
+        cudaCheck(cudaMemset(bd, 0xff, (size_t)((long)M * N + skew) * 4));
+        float *dD = (float *)bd + skew;
+        gemm_rm_out(h, ta, tb, M, N, K, dA, tin, dB, tin, dC, dD, 1.0f, acc ? 1.0f : 0.0f);
+        to_float(got[1], dD, (long)M * N, GEMM_F32);
+        float *c_after = malloc(sizeof(float) * (size_t)M * N);
+        to_float(c_after, dC, (long)M * N, GEMM_F32);
+        CHECK_MSG(memcmp(c_after, C0, sizeof(float) * (size_t)M * N) == 0, "%s: gemm_rm_out changed C", what);
+        free(c_after);
+        cudaFree(bd);
+    }
     check_runs(got, ref, (long)M * N, tin == GEMM_BF16 || tout == GEMM_BF16 ? 1e-2 : 1e-5, what);
     cudaFree(ba), cudaFree(bb), cudaFree(bc);
     free(A), free(B), free(C0), free(ref);
