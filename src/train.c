@@ -37,6 +37,8 @@ typedef struct {
     float *params, *grads, *adam_m, *adam_v;
     float *expert_bias;         /* (L, E): selection bias, not a parameter */
     int64_t *load;              /* (L, E): tokens routed per expert in this step, all ranks */
+    int64_t *replica_load;      /* (L, E): the same over this rank's EP group only (one data-parallel replica) */
+    double *ep_rank_imbalance;  /* (L): each MoE layer's busiest EP rank over the mean, the worst replica's */
     CpuModel model;
     TokenSet train_set, val_set;
     DataLoader train_loader, val_loader;
@@ -352,6 +354,8 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     size_t nbias = (size_t)c->model.num_layers * (size_t)(c->moe.num_experts > 0 ? c->moe.num_experts : 1);
     tr->expert_bias = callocCheck(nbias, sizeof(float));
     tr->load = callocCheck(nbias, sizeof(int64_t));
+    tr->replica_load = callocCheck(nbias, sizeof(int64_t));
+    tr->ep_rank_imbalance = callocCheck((size_t)c->model.num_layers, sizeof(double));
     if (!tr->use_gpu) model_init_params(tr->params, &tr->table, &tr->dims, (uint64_t)c->train.seed);
     size_t N = (size_t)c->train.micro_batch * c->train.seq_len;
     tr->inputs = mallocCheck(N * sizeof(int));
@@ -395,7 +399,8 @@ static void teardown(Trainer *tr) {
     if (!tr->use_gpu) cpu_model_free(&tr->model);
     param_table_free(&tr->table);
     free(tr->params), free(tr->grads), free(tr->adam_m), free(tr->adam_v);
-    free(tr->expert_bias), free(tr->load), free(tr->inputs), free(tr->targets);
+    free(tr->expert_bias), free(tr->load), free(tr->replica_load), free(tr->ep_rank_imbalance);
+    free(tr->inputs), free(tr->targets);
     loader_free(&tr->train_loader);
     data_close(&tr->train_set);
     if (tr->cfg.data.val[0]) {
@@ -509,20 +514,35 @@ static void update_expert_bias(Trainer *tr) {
     }
 }
 
-/* MoE layer l's busiest group of `group` consecutive experts over the mean group this step: group 1, its busiest
- * expert (1 = balanced, E / k = every token on one expert); group E_local, its busiest EP rank, whose routed
- * slots set the layer's time (1 = balanced, ep at most). */
-static double layer_imbalance(const Trainer *tr, int l, int group) {
-    const ModelDims *d = &tr->dims;
-    const int64_t *load = tr->load + (size_t)l * d->E;
+/* The busiest of a layer's groups of `group` consecutive experts over the mean group, from its (E) routed slots:
+ * group 1, its busiest expert (1 = balanced, E / k = every token on one expert); group E_local, its busiest EP
+ * rank (1 = balanced, ep at most). */
+static double group_imbalance(const int64_t *load, int E, int group) {
     int64_t max = 0, sum = 0;
-    for (int g0 = 0; g0 < d->E; g0 += group) {
+    for (int g0 = 0; g0 < E; g0 += group) {
         int64_t slots = 0;
         for (int e = g0; e < g0 + group; e++) slots += load[e];
         sum += slots;
         if (slots > max) max = slots;
     }
-    return sum > 0 ? (double)max * (d->E / group) / (double)sum : 0;
+    return sum > 0 ? (double)max * (E / group) / (double)sum : 0;
+}
+
+static double layer_imbalance(const Trainer *tr, int l) {
+    return group_imbalance(tr->load + (size_t)l * tr->dims.E, tr->dims.E, 1);
+}
+
+/* After the step's micro-batches, before the load is summed over the world: each MoE layer's busiest EP rank
+ * over the mean rank, in each data-parallel replica over the step's micro-batches (a GPU waits for the busiest
+ * rank of its own EP group), the worst replica's. */
+static void measure_ep_rank_imbalance(Trainer *tr) {
+    const ModelDims *d = &tr->dims;
+    if (d->ep <= 1 || d->E == 0) return;
+    const int n = d->L * d->E;
+    mpiCheck(MPI_Allreduce(tr->load, tr->replica_load, n, MPI_INT64_T, MPI_SUM, tr->dist.ep_comm));
+    for (int l = 0; l < d->L; l++)
+        tr->ep_rank_imbalance[l] = group_imbalance(tr->replica_load + (size_t)l * d->E, d->E, d->E_local);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, tr->ep_rank_imbalance, d->L, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 }
 
 /* The worst MoE layer's busiest expert over the mean (layer_imbalance by expert) this step; 0 without experts. */
@@ -530,7 +550,7 @@ static double load_imbalance(const Trainer *tr) {
     const ModelDims *d = &tr->dims;
     double worst = 0;
     for (int l = d->first_dense; d->E > 0 && l < d->L; l++) {
-        double ratio = layer_imbalance(tr, l, 1);
+        double ratio = layer_imbalance(tr, l);
         if (ratio > worst) worst = ratio;
     }
     return worst;
@@ -611,6 +631,7 @@ static StepStats train_step(Trainer *tr) {
         loss_sum += micro_step(tr, micro == c->train.grad_accum - 1, &aux_sum);
     }
     double sums[2] = {loss_sum, aux_sum};
+    measure_ep_rank_imbalance(tr);
     if (tr->dist.world > 1) {
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, tr->load, d->L * (d->E > 0 ? d->E : 1), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
@@ -712,7 +733,7 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
                 fprintf(tr->metrics, ", \"%sload_max_over_mean_by_layer\": [", by_rank ? "ep_rank_" : "");
                 for (int l = d->first_dense; l < d->L; l++)
                     fprintf(tr->metrics, "%s%.4g", l > d->first_dense ? ", " : "",
-                            layer_imbalance(tr, l, by_rank ? d->E_local : 1));
+                            by_rank ? tr->ep_rank_imbalance[l] : layer_imbalance(tr, l));
                 fprintf(tr->metrics, "]");
             }
         if (tr->use_gpu) {
