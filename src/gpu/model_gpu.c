@@ -42,6 +42,9 @@
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
 #define HEAD_CHUNK_BYTES (1024ull << 20)
+/* The bf16 dlogits the head's backward takes in one pass (whole chunks): under this many bytes, so fewer than 2^31
+ * elements (all 8192 rows of a micro-batch at V = 151936 in one pass). */
+#define HEAD_GRAD_BYTES (3072ull << 20)
 
 typedef struct {
     float *x_in, *rstd1, *x_mid, *rstd2, *ln2_f32;
@@ -55,7 +58,7 @@ struct GpuModel {
     const TrainConfig *tc;
     const Dist *dist;
     const GpuComms *comms;
-    int B, T, N, head_rows;
+    int B, T, N, head_rows, head_grad_rows; /* a chunk of logits; the rows of one pass of the head's backward */
     MemoryPlan plan;
     cudaStream_t stream, comm_stream;
     cublasHandle_t blas;
@@ -185,7 +188,7 @@ static void plan_model(GpuModel *g) {
     PLAN("rope_table", MEM_WORKSPACE, gpu_rope_table_floats(g->T, d->D), float, &g->rope_table);
     PLAN("moe_out", MEM_WORKSPACE, N * C, float, &g->moe_out);
     PLAN("logits", MEM_WORKSPACE, (size_t)g->head_rows * V, float, &g->logits);
-    PLAN("dlogits", MEM_WORKSPACE, (size_t)N * V, bf16_t, &g->dlogits);
+    PLAN("dlogits", MEM_WORKSPACE, (size_t)g->head_grad_rows * V, bf16_t, &g->dlogits);
     PLAN("losses", MEM_WORKSPACE, N, float, &g->losses);
     PLAN("dres", MEM_WORKSPACE, N * C, float, &g->dres);
     PLAN("dres_bf16", MEM_WORKSPACE, N * C, bf16_t, &g->dres_bf16);
@@ -250,6 +253,9 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
     if (rows >= 128) rows -= rows % 128; /* whole 128-row tiles for the head's GEMMs */
     g->head_rows = rows < 1 ? 1 : rows > (size_t)g->N ? g->N : (int)rows;
+    size_t chunks = HEAD_GRAD_BYTES / ((size_t)d->V * sizeof(bf16_t)) / (size_t)g->head_rows;
+    size_t grad_rows = (chunks < 1 ? 1 : chunks) * (size_t)g->head_rows;
+    g->head_grad_rows = grad_rows > (size_t)g->N ? g->N : (int)grad_rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
     g->h_order = mallocCheck(sizeof(int) * (size_t)g->N);
     g->h_start = mallocCheck(sizeof(int) * (size_t)(g->N + 1));
@@ -363,10 +369,11 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias) {
                               cudaMemcpyHostToDevice, g->stream));
 }
 
-int gpu_model_set_head_rows(GpuModel *g, int rows) {
-    if (rows < 1) rows = 1;
-    if (rows < g->head_rows) g->head_rows = rows; /* the logits buffer holds the planned chunk */
-    return g->head_rows;
+int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows) {
+    /* the buffers hold the planned sizes: only smaller ones, and a chunk never larger than a backward pass */
+    if (rows >= 1 && rows <= g->head_rows) g->head_rows = rows;
+    if (grad_rows >= g->head_rows && grad_rows <= g->head_grad_rows) g->head_grad_rows = grad_rows;
+    return g->head_rows == rows && g->head_grad_rows == grad_rows;
 }
 
 void gpu_model_zero_grads(GpuModel *g) {
@@ -476,25 +483,39 @@ static double moe_tally(GpuModel *g, int with_grad, int64_t *load) {
     return aux;
 }
 
+/* The head's backward over rows [r0, r0 + R), whose dlogits lie at the start of g->dlogits: dlnf into dln, and the
+ * head's gradient. */
+static void head_backward(GpuModel *g, int r0, int R) {
+    const int C = g->d->C, V = g->d->V;
+    gemm_rm(g->blas, 0, 0, R, C, V, g->dlogits, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->dln + (size_t)r0 * C,
+            GEMM_F32, 1, 0);
+    gemm_rm(g->blas, 1, 0, V, C, R, g->dlogits, GEMM_BF16, g->lnf + (size_t)r0 * C, GEMM_BF16, G32(g->t->lm_head),
+            GEMM_F32, 1, 1);
+}
+
 /* Final norm, LM head and cross-entropy in chunks of rows (a chunk's fp32 logits at a time). With
- * dloss_scale > 0 every chunk leaves its rows' dlogits (bf16, all N rows kept), and the head's backward runs once
- * over them: dlnf into dln, and the head's gradient, whose fp32 (V x C) is then read and written once a
- * micro-batch instead of once a chunk (s22 r2: the dense part 130.7 -> 117.7 ms a step on mokc-small-1gpu). */
+ * dloss_scale > 0 the chunks' dlogits (bf16) gather until the next chunk would not fit a backward pass
+ * (head_grad_rows: a whole micro-batch at mokc-small's sizes), and the head's backward runs once over them, so its
+ * fp32 gradient (V x C) is read and written once a pass, not once a chunk (s22 r2: the dense part 130.7 -> 117.7
+ * ms a step on mokc-small-1gpu). */
 static void head_forward(GpuModel *g, int with_grad, float dloss_scale) {
     const ModelDims *d = g->d;
     const int N = g->N, C = d->C, V = d->V;
     cudaStream_t s = g->stream;
     gpu_rmsnorm_forward(g->lnf, NULL, g->rstdf, g->x_final, W32(g->t->final_norm), N, C, (float)d->eps, s);
+    int pass0 = 0; /* the first row of the backward pass being gathered */
     for (int r0 = 0; r0 < N; r0 += g->head_rows) {
         int R = N - r0 < g->head_rows ? N - r0 : g->head_rows;
         gemm_rm(g->blas, 0, 1, R, V, C, g->lnf + (size_t)r0 * C, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->logits,
                 GEMM_F32, 1, 0);
-        gpu_cross_entropy(g->losses + r0, with_grad ? g->dlogits + (size_t)r0 * V : NULL, g->logits, g->targets + r0,
-                          R, V, dloss_scale, s);
+        gpu_cross_entropy(g->losses + r0, with_grad ? g->dlogits + (size_t)(r0 - pass0) * V : NULL, g->logits,
+                          g->targets + r0, R, V, dloss_scale, s);
+        const int end = r0 + R, next = N - end < g->head_rows ? N - end : g->head_rows;
+        if (with_grad && (end == N || end - pass0 + next > g->head_grad_rows)) {
+            head_backward(g, pass0, end - pass0);
+            pass0 = end;
+        }
     }
-    if (!with_grad) return;
-    gemm_rm(g->blas, 0, 0, N, C, V, g->dlogits, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->dln, GEMM_F32, 1, 0);
-    gemm_rm(g->blas, 1, 0, V, C, N, g->dlogits, GEMM_BF16, g->lnf, GEMM_BF16, G32(g->t->lm_head), GEMM_F32, 1, 1);
 }
 
 /* Mean of the per-token losses, summed on the device in a fixed order. */

@@ -46,9 +46,11 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed);
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v);
 /* The expert-selection biases (L, E), host fp32. */
 void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
-/* Tests: fewer rows a chunk of the LM head's logits than planned (the rows whose fp32 logits fill 1 GiB, all
- * rows of a small vocabulary); at least 1, never more than now. Returns the rows now in use. */
-int gpu_model_set_head_rows(GpuModel *g, int rows);
+/* Tests: fewer rows than planned in a chunk of the LM head's logits (planned: the rows whose fp32 logits fill
+ * 1 GiB, all rows of a small vocabulary) and in one pass of its backward (planned: the whole chunks whose bf16
+ * dlogits fit 3 GiB, at most all rows). A value outside 1..now (rows) or rows..now (grad_rows) leaves it; returns
+ * 1 when both are now as asked. */
+int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
 
 /* Starts a step's gradients: zeroes every tensor but the routed experts', which the next
  * micro-batch's MoE backward writes instead of adding to (MoeGpuGrads.overwrite_experts). */

@@ -69,13 +69,15 @@ static void compare_model(int tie, int sigmoid) {
     GpuModel *gm = one_gpu_model(&d, &t, B, T);
     gpu_model_upload_state(gm, p, NULL, NULL);
     gpu_model_set_expert_bias(gm, bias);
-    /* Passes 0 and 1 as planned (the head's logits in one chunk here), pass 2 with the head in chunks of 7 rows
-     * (the last one short), as a 151936-token vocabulary is split at mokc-small's sizes. */
-    enum { PASSES = 3, CHUNK_ROWS = 7 };
+    /* Passes 0 and 1 as planned (the head's logits in one chunk here, its backward in one pass), pass 2 with the
+     * logits in chunks of 7 rows (the last one short, as a 151936-token vocabulary is split at mokc-small's sizes)
+     * and one backward pass, pass 3 with the backward in passes of 21 rows (3 chunks; the last pass short). */
+    enum { PASSES = 4, CHUNK_ROWS = 7, PASS_ROWS = 21 };
     float *g_gpu[PASSES];
     double loss_gpu[PASSES], aux_gpu[PASSES];
     for (int run = 0; run < PASSES; run++) {
-        if (run == 2) CHECK_EQ_INT(gpu_model_set_head_rows(gm, CHUNK_ROWS), CHUNK_ROWS);
+        if (run == 2) CHECK(gpu_model_set_head_rows(gm, CHUNK_ROWS, N));
+        if (run == 3) CHECK(gpu_model_set_head_rows(gm, CHUNK_ROWS, PASS_ROWS));
         int64_t *load = calloc((size_t)d.L * d.E, sizeof(int64_t));
         gpu_model_zero_grads(gm);
         loss_gpu[run] = gpu_model_forward_backward(gm, in, tg, 1.0, 1, &aux_gpu[run], load);
@@ -86,7 +88,9 @@ static void compare_model(int tie, int sigmoid) {
         CHECK_EQ_INT(routed, (int64_t)N * d.k);
         free(load);
     }
-    for (int run = 0; run < PASSES; run += 2) {
+    static const char *head_ways[PASSES] = {"one chunk", "", "chunks of 7 rows, one backward pass",
+                                            "chunks of 7 rows, backward passes of 21 rows"};
+    for (int run = 0; run < PASSES; run += run == 0 ? 2 : 1) {
         CHECK_MSG(fabs(loss_gpu[run] - loss_cpu) < 1e-2 * loss_cpu, "pass %d loss: gpu %.6f cpu %.6f", run,
                   loss_gpu[run], loss_cpu);
         CHECK_MSG(fabs(aux_gpu[run] - aux_cpu) < 1e-2 * aux_cpu, "pass %d aux: gpu %.6f cpu %.6f", run, aux_gpu[run],
@@ -105,11 +109,11 @@ static void compare_model(int tie, int sigmoid) {
             if (err > worst) worst = err, worst_name = info->name;
         }
         printf("      tie=%d sigmoid=%d, head in %s: loss %.6f vs %.6f on the CPU; worst gradient error %.3g (%s)\n",
-               tie, sigmoid, run == 2 ? "chunks of 7 rows" : "one chunk", loss_gpu[run], loss_cpu, worst, worst_name);
+               tie, sigmoid, head_ways[run], loss_gpu[run], loss_cpu, worst, worst_name);
     }
     CHECK_MSG(memcmp(&loss_gpu[0], &loss_gpu[1], sizeof(double)) == 0, "loss differs between two GPU passes");
     CHECK_MSG(memcmp(g_gpu[0], g_gpu[1], t.total * sizeof(float)) == 0, "gradients differ between two GPU passes");
-    printf("      head in chunks: the gradients %s those of one chunk bit for bit\n",
+    printf("      head's logits in chunks, one backward pass: the gradients %s those of one chunk bit for bit\n",
            memcmp(g_gpu[0], g_gpu[2], t.total * sizeof(float)) == 0 ? "equal" : "differ from");
     gpu_model_destroy(gm);
     cpu_model_free(&cm);
