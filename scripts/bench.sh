@@ -46,7 +46,7 @@ spec=configs/mokc-small.json
 [ "$gpus" -ge 2 ] || spec=configs/mokc-small-1gpu.json
 run=$(basename "$spec" .json)
 train() { # name moe_impl ep
-  note "train $run ($2) as $1, $steps steps on $gpus GPUs, EP$3"
+  note "train $run ($2) as $1, $steps steps on $gpus GPU(s), EP$3"
   if ! timeout 1800 mpirun -np "$gpus" ./mokc train "$spec" --set parallel.ep="$3" \
        --set train.steps="$steps" --set moe_impl="$2" --set data.train="$data" --set data.val= \
        --set log.every=10 --set log.metrics_path="$out/records/train-$run-$1.jsonl" \

@@ -19,8 +19,9 @@ typedef enum { GEMM_BF16, GEMM_F32 } GemmType;
 void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
              const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
 /* The same into another buffer: D[M,N] = alpha * op(A) @ op(B) + beta * C, C and D fp32 of shape (M,N), apart or
- * the same (a residual stream's add without copying it first): the same bits as gemm_rm on a copy of C. fp32
- * only: with a bf16 C, cuBLASLt's out-of-place results differed from its in-place ones (s22 r6). */
+ * the same (a residual stream's add without copying it first): the same bits as gemm_rm on a copy of C aligned
+ * as D (the alignment picks the algorithm). fp32 only: with a bf16 C, cuBLASLt's out-of-place results differed
+ * from its in-place ones (s22 r6). */
 void gemm_rm_out(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                  const void *B, GemmType tb, const float *C, float *D, float alpha, float beta);
 
