@@ -92,15 +92,11 @@ extern "C" void gpu_cast_bf16_to_f32(float *out, const bf16_t *in, long n, cudaS
     cudaCheckLaunch();
 }
 
-extern "C" void gpu_add_f32_out(float *y, const float *a, const float *x, long n, cudaStream_t stream) {
+extern "C" void gpu_add_f32(float *y, const float *a, const float *x, long n, cudaStream_t stream) {
     if (n <= 0) return;
     int vec = aligned16(y) && aligned16(a) && aligned16(x);
     add_f32_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(y, a, x, n, vec);
     cudaCheckLaunch();
-}
-
-extern "C" void gpu_add_f32(float *y, const float *x, long n, cudaStream_t stream) {
-    gpu_add_f32_out(y, y, x, n, stream);
 }
 
 extern "C" void gpu_add_bf16_to_f32(float *y, const bf16_t *x, long n, cudaStream_t stream) {

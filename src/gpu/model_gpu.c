@@ -461,7 +461,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         aux = moe_mok_aux_loss(g->moe_mok, s);
     }
     mark(g, STEP_DENSE);
-    gpu_add_f32_out(x_next, a->x_mid, g->moe_out, (long)N * C, s);
+    gpu_add_f32(x_next, a->x_mid, g->moe_out, (long)N * C, s);
     return aux;
 }
 

@@ -169,20 +169,20 @@ static void test_cast_exact(void) {
             CHECK_MSG(bad == 0, "cast_bf16_to_f32 n=%ld shift=%d: %ld elements differ from the exact widening", n, shift, bad);
             /* out = y + x into a poisoned buffer: one rounding, bit-exact, every element written */
             float *da = upload_shifted(y, (size_t)n * 4, 4, shift), *dout = poisoned_shifted((size_t)n * 4, 4, shift);
-            gpu_add_f32_out(dout, da, df, n, 0);
+            gpu_add_f32(dout, da, df, n, 0);
             float *hout = dl_f32(dout, n);
             bad = 0;
             for (long i = 0; i < n; i++) {
                 float want = y[i] + hf[i];
                 bad += memcmp(&hout[i], &want, 4) != 0; /* the poison, all ones, is a NaN y + x never is here */
             }
-            CHECK_MSG(bad == 0, "add_f32_out n=%ld shift=%d: %ld elements differ from y + x", n, shift, bad);
+            CHECK_MSG(bad == 0, "add_f32 into another buffer n=%ld shift=%d: %ld elements differ from y + x", n, shift, bad);
             gpu_free_shifted(da, 4, shift);
             gpu_free_shifted(dout, 4, shift);
             free(hout);
             /* y += x (fp32) and y += float(bf16): one rounding each, bit-exact */
             float *dy = upload_shifted(y, (size_t)n * 4, 4, shift);
-            gpu_add_f32(dy, df, n, 0);
+            gpu_add_f32(dy, dy, df, n, 0);
             gpu_add_bf16_to_f32(dy, db, n, 0);
             float *hy = dl_f32(dy, n);
             bad = 0;
@@ -206,7 +206,7 @@ static void test_cast_add_aliased(void) {
     rng_seed(7);
     float *x = rand_f32(n, -1, 1);
     float *d = gpu_upload(x, (size_t)n * 4);
-    gpu_add_f32(d, d, n, 0); /* y += y doubles y exactly */
+    gpu_add_f32(d, d, d, n, 0); /* y = y + y doubles y exactly */
     float *h = dl_f32(d, n);
     long bad = 0;
     for (long i = 0; i < n; i++) bad += h[i] != 2 * x[i];
