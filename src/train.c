@@ -679,6 +679,10 @@ static double validate(Trainer *tr) {
  * 6 x active parameters x tokens + attention). */
 #define MFU_PEAK_FLOPS 989e12
 
+static double mfu_at(const Trainer *tr, double tokens_per_s_per_rank) {
+    return model_flops_per_token(&tr->dims, tr->cfg.train.seq_len) * tokens_per_s_per_rank / MFU_PEAK_FLOPS;
+}
+
 /* The closing summary leaves out a run's first steps (allocation, clocks, library heuristics): the
  * first min(19, steps / 2) of this process, so that a 100-step run averages steps 20-100. */
 static int summary_skips(const Trainer *tr) {
@@ -708,7 +712,7 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
     if (tr->dist.rank != 0) return;
     bool last = tr->step == c->train.steps;
     double per_rank = s->tokens_per_s / tr->dist.world;
-    double mfu = tr->use_gpu ? model_flops_per_token(&tr->dims, c->train.seq_len) * per_rank / MFU_PEAK_FLOPS : NAN;
+    double mfu = tr->use_gpu ? mfu_at(tr, per_rank) : NAN;
     if (tr->step % c->log.every == 0 || tr->step == 1 || last) {
         char eta[32];
         format_eta(tr, eta, sizeof eta);
@@ -751,14 +755,12 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
 /* Rank 0, after the last step: the mean of the summary's steps, and on the GPU where their time went. */
 static void print_summary(const Trainer *tr) {
     if (tr->dist.rank != 0 || tr->window_steps == 0) return;
-    const MokcConfig *c = &tr->cfg;
     const int from = tr->step - tr->window_steps + 1;
     const double step_ms = tr->window_seconds / tr->window_steps * 1e3;
     const double per_rank = (double)tr->window_tokens / tr->window_seconds / tr->dist.world;
     printf("steps %d-%d: %.1f ms a step, %.0f tokens/s", from, tr->step, step_ms, per_rank * tr->dist.world);
     if (tr->use_gpu) {
-        const double mfu = model_flops_per_token(&tr->dims, c->train.seq_len) * per_rank / MFU_PEAK_FLOPS;
-        printf(", %.0f a GPU, MFU %.1f%%\n", per_rank, 100 * mfu);
+        printf(", %.0f a GPU, MFU %.1f%%\n", per_rank, 100 * mfu_at(tr, per_rank));
         double gpu = 0;
         for (int p = 0; p < STEP_PARTS; p++) gpu += tr->window_parts[p];
         printf("  GPU time a step (rank 0): ");
