@@ -132,7 +132,8 @@ int main(int argc, char **argv) {
         const char *record = NULL;
         int rc = take_bench_record(&bargc, argv + 1, &record); /* first: --record may come before the bench's name */
         if (rc >= 0) return rc;
-        const char *what = bargc > 1 && (strcmp(argv[2], "attn") == 0 || strcmp(argv[2], "gemm") == 0) ? argv[2] : "moe";
+        const int named = bargc > 1 && (strcmp(argv[2], "attn") == 0 || strcmp(argv[2], "gemm") == 0);
+        const char *what = named ? argv[2] : "moe";
         char dflt[64];
         snprintf(dflt, sizeof dflt, "runs/bench-%s.jsonl", what);
         bench_record_set(record ? record : dflt, what, bargc, argv + 1);

@@ -5,7 +5,8 @@
  *   x_mid = x + atty @ wo (fp32) -> ln2 = rmsnorm(x_mid) (bf16, and fp32 for the router)
  *   x_next = x_mid + swiglu(ln2 @ w_gate, ln2 @ w_up) @ w_down, or + MoE(ln2)
  * then lnf = rmsnorm(x) and the LM head with the cross-entropy in chunks of rows: each chunk's
- * logits give its losses and dlogits at once; the head's backward runs once over all rows' dlogits.
+ * logits give its losses and dlogits at once; the head's backward runs once over the dlogits of as many
+ * chunks as fit 3 GiB (a whole micro-batch at mokc-small's sizes).
  * The backward walks the layers in reverse; after layer l it records an event on which the
  * communication stream starts summing layer l's gradients over the ranks (NCCL), while the
  * compute stream goes on with layer l-1.
