@@ -1,8 +1,8 @@
 /*
- * RMSNorm forward/backward (rmsnorm.h). One block of kThreads per row; every thread owns the
- * channels c = (threadIdx.x + k * kThreads) * VEC, so per-thread sums run in a fixed order and the
- * block reduction (warp butterflies, then each warp reduces the per-warp partials the same way) is
- * a fixed tree: results are bitwise reproducible.
+ * RMSNorm forward/backward (rmsnorm.h). The forward runs one block of kThreads per row, the backward one
+ * per run of rows; every thread owns the channels c = (threadIdx.x + k * kThreads) * VEC, so per-thread
+ * sums run in a fixed order and the block reduction (warp butterflies, then each warp reduces the
+ * per-warp partials the same way) is a fixed tree: results are bitwise reproducible.
  */
 #include "rmsnorm.h"
 
@@ -43,52 +43,106 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* Block b handles rows [b * rows_per_block, min(N, (b + 1) * rows_per_block)) in order. Dynamic
- * shared memory: C floats, the block's dweight partial (each thread touches only its channels). */
-template <int VEC>
+/* Block b handles rows [b * rows_per_block, min(N, (b + 1) * rows_per_block)) in order and writes its dweight
+ * partial (its rows' sum, in order) to partial[b]. Thread t owns chunks i = 0, 1, ... of VEC channels at
+ * c = (t + i * kThreads) * VEC, so every sum runs in the same order whatever CH is:
+ *  - CH > 0 (C <= kThreads * VEC * CH): a row's chunks (dout, x and dx) come into registers in one pass, before
+ *    the row's reduction, so a row waits on memory once; weight and the dweight sums stay in registers;
+ *  - CH = 0 (any C): the second pass loads again, and dweight sums in C floats of dynamic shared memory.
+ * dx_bf16, when not NULL, gets bf16(dx) as written. */
+template <int VEC, int CH>
 __global__ void __launch_bounds__(kThreads)
-    rmsnorm_backward_kernel(float *dx, float *partial, const float *dout, const float *x, const float *weight,
-                            const float *rstd, int N, int C, int rows_per_block) {
-    extern __shared__ float dw[];
+    rmsnorm_backward_kernel(float *dx, __nv_bfloat16 *dx_bf16, float *partial, const float *dout, const float *x,
+                            const float *weight, const float *rstd, int N, int C, int rows_per_block) {
+    extern __shared__ float dw_smem[];
     __shared__ float red[32];
-    for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC)
+    constexpr int R = CH > 0 ? CH : 1; /* the register arrays' chunks (unused at CH = 0) */
+    float wr[R][VEC], dwr[R][VEC];
+    if constexpr (CH > 0) {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) dw[c + k] = 0.0f;
+        for (int i = 0; i < CH; i++) {
+            const int c = (threadIdx.x + i * kThreads) * VEC;
+            if (c < C) load_f32<VEC>(wr[i], weight + c);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) dwr[i][k] = 0.0f;
+        }
+    } else {
+        for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC)
+#pragma unroll
+            for (int k = 0; k < VEC; k++) dw_smem[c + k] = 0.0f;
+    }
     const int r0 = blockIdx.x * rows_per_block;
     const int r1 = r0 + rows_per_block < N ? r0 + rows_per_block : N;
     for (int row = r0; row < r1; row++) {
         const long base = (long)row * C;
         const float *g = dout + base, *xr = x + base;
-        float dot = 0.0f;
-        for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
-            float gv[VEC], xv[VEC], wv[VEC];
-            load_f32<VEC>(gv, g + c);
-            load_f32<VEC>(xv, xr + c);
-            load_f32<VEC>(wv, weight + c);
-#pragma unroll
-            for (int k = 0; k < VEC; k++) dot += gv[k] * wv[k] * xv[k];
-        }
-        dot = block_sum(dot, red);
         const float r = rstd[row];
-        const float coef = (float)((double)r * r * r * dot / C);
-        for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
-            float gv[VEC], xv[VEC], wv[VEC], dv[VEC];
-            load_f32<VEC>(gv, g + c);
-            load_f32<VEC>(xv, xr + c);
-            load_f32<VEC>(wv, weight + c);
-            load_f32<VEC>(dv, dx + base + c);
+        float dot = 0.0f;
+        if constexpr (CH > 0) {
+            float gv[CH][VEC], xv[CH][VEC], dv[CH][VEC];
 #pragma unroll
-            for (int k = 0; k < VEC; k++) {
-                dv[k] += r * wv[k] * gv[k] - xv[k] * coef;
-                dw[c + k] += gv[k] * xv[k] * r;
+            for (int i = 0; i < CH; i++) {
+                const int c = (threadIdx.x + i * kThreads) * VEC;
+                if (c >= C) continue;
+                load_f32<VEC>(gv[i], g + c);
+                load_f32<VEC>(xv[i], xr + c);
+                load_f32<VEC>(dv[i], dx + base + c);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) dot += gv[i][k] * wr[i][k] * xv[i][k];
             }
-            store_f32<VEC>(dx + base + c, dv);
+            dot = block_sum(dot, red);
+            const float coef = (float)((double)r * r * r * dot / C);
+#pragma unroll
+            for (int i = 0; i < CH; i++) {
+                const int c = (threadIdx.x + i * kThreads) * VEC;
+                if (c >= C) continue;
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    dv[i][k] += r * wr[i][k] * gv[i][k] - xv[i][k] * coef;
+                    dwr[i][k] += gv[i][k] * xv[i][k] * r;
+                }
+                store_f32<VEC>(dx + base + c, dv[i]);
+                if (dx_bf16) store_bf16<VEC>(dx_bf16 + base + c, dv[i]);
+            }
+        } else {
+            for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
+                float gv[VEC], xv[VEC], wv[VEC];
+                load_f32<VEC>(gv, g + c);
+                load_f32<VEC>(xv, xr + c);
+                load_f32<VEC>(wv, weight + c);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) dot += gv[k] * wv[k] * xv[k];
+            }
+            dot = block_sum(dot, red);
+            const float coef = (float)((double)r * r * r * dot / C);
+            for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC) {
+                float gv[VEC], xv[VEC], wv[VEC], dv[VEC];
+                load_f32<VEC>(gv, g + c);
+                load_f32<VEC>(xv, xr + c);
+                load_f32<VEC>(wv, weight + c);
+                load_f32<VEC>(dv, dx + base + c);
+#pragma unroll
+                for (int k = 0; k < VEC; k++) {
+                    dv[k] += r * wv[k] * gv[k] - xv[k] * coef;
+                    dw_smem[c + k] += gv[k] * xv[k] * r;
+                }
+                store_f32<VEC>(dx + base + c, dv);
+                if (dx_bf16) store_bf16<VEC>(dx_bf16 + base + c, dv);
+            }
         }
     }
     float *prow = partial + (long)blockIdx.x * C;
-    for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC)
+    if constexpr (CH > 0) {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) prow[c + k] = dw[c + k];
+        for (int i = 0; i < CH; i++) {
+            const int c = (threadIdx.x + i * kThreads) * VEC;
+            if (c < C) store_f32<VEC>(prow + c, dwr[i]);
+        }
+    } else {
+        for (int c = threadIdx.x * VEC; c < C; c += kThreads * VEC)
+#pragma unroll
+            for (int k = 0; k < VEC; k++) prow[c + k] = dw_smem[c + k];
+    }
 }
 
 /* dweight[c] += sum over blocks b (in order) of partial[b, c]. */
@@ -129,15 +183,33 @@ extern "C" long gpu_rmsnorm_backward_scratch_floats(int N, int C) {
     return (long)nblocks * C;
 }
 
-extern "C" void gpu_rmsnorm_backward(float *dx, float *dweight, float *scratch, const float *dout, const float *x,
-                                 const float *weight, const float *rstd, int N, int C, cudaStream_t stream) {
+namespace {
+
+/* The backward kernel for (VEC, C): the fewest register chunks (1, 2 or 4) that hold a row's share of a
+ * thread, else the shared-memory form (CH = 0). */
+template <int VEC> const void *backward_kernel_for(int C, int *ch) {
+    const int per = kThreads * VEC;
+    *ch = C <= per ? 1 : C <= 2 * per ? 2 : C <= 4 * per ? 4 : 0;
+    switch (*ch) {
+    case 1: return reinterpret_cast<const void *>(rmsnorm_backward_kernel<VEC, 1>);
+    case 2: return reinterpret_cast<const void *>(rmsnorm_backward_kernel<VEC, 2>);
+    case 4: return reinterpret_cast<const void *>(rmsnorm_backward_kernel<VEC, 4>);
+    default: return reinterpret_cast<const void *>(rmsnorm_backward_kernel<VEC, 0>);
+    }
+}
+
+} // namespace
+
+extern "C" void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight, float *scratch, const float *dout,
+                                     const float *x, const float *weight, const float *rstd, int N, int C,
+                                     cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    int rpb, nblocks;
+    int rpb, nblocks, ch;
     bwd_geometry(N, &rpb, &nblocks);
-    const size_t smem = (size_t)C * sizeof(float);
-    const bool vec = C % 4 == 0 && aligned(dx, 16) && aligned(dout, 16) && aligned(x, 16) && aligned(weight, 16);
-    const void *fn = vec ? reinterpret_cast<const void *>(rmsnorm_backward_kernel<4>)
-                         : reinterpret_cast<const void *>(rmsnorm_backward_kernel<1>);
+    const bool vec = C % 4 == 0 && aligned(dx, 16) && aligned(dout, 16) && aligned(x, 16) && aligned(weight, 16) &&
+                     (!dx_bf16 || aligned(dx_bf16, 8));
+    const void *fn = vec ? backward_kernel_for<4>(C, &ch) : backward_kernel_for<1>(C, &ch);
+    const size_t smem = ch ? 0 : (size_t)C * sizeof(float);
     if (smem > 48 * 1024) {
         int dev = 0, optin = 0;
         cudaCheck(cudaGetDevice(&dev));
@@ -150,11 +222,9 @@ extern "C" void gpu_rmsnorm_backward(float *dx, float *dweight, float *scratch, 
         }
         cudaCheck(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
-    if (vec)
-        rmsnorm_backward_kernel<4><<<nblocks, kThreads, smem, stream>>>(dx, scratch, dout, x, weight, rstd, N, C, rpb);
-    else
-        rmsnorm_backward_kernel<1><<<nblocks, kThreads, smem, stream>>>(dx, scratch, dout, x, weight, rstd, N, C, rpb);
-    cudaCheckLaunch();
+    __nv_bfloat16 *db = reinterpret_cast<__nv_bfloat16 *>(dx_bf16);
+    void *args[] = {&dx, &db, &scratch, &dout, &x, &weight, &rstd, &N, &C, &rpb};
+    cudaCheck(cudaLaunchKernel(fn, dim3(nblocks), dim3(kThreads), args, smem, stream));
     rmsnorm_dweight_finish_kernel<<<(C + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dweight, scratch, nblocks, C);
     cudaCheckLaunch();
 }

@@ -601,12 +601,11 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
             moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work,
                                  a->ln2_f32, a->ln2, &w, N, s);
     }
-    mark(g, STEP_DENSE);
-    gpu_rmsnorm_backward(g->dres, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm), a->rstd2, N,
-                         C, s);
+    mark(g, STEP_DENSE); /* d x_mid, and its bf16 copy for the attention's products */
+    gpu_rmsnorm_backward(g->dres, g->dres_bf16, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm),
+                         a->rstd2, N, C, s);
     /* Attention: x_mid = x + atty @ wo; dres becomes d x. */
     mark(g, STEP_ATTENTION);
-    gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
     gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
     gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
     attention_backward_gpu(g->blas, g->attn, g->dq, g->dk, g->dv, g->datty, a->atty, a->attn_saved, a->q, a->k, a->v,
@@ -619,8 +618,8 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     gemm_rm(g->blas, 1, 0, C, QD, N, a->ln1, GEMM_BF16, g->dq, GEMM_BF16, G32(o->wq), GEMM_F32, 1, 1);
     gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dk, GEMM_BF16, G32(o->wk), GEMM_F32, 1, 1);
     gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dv, GEMM_BF16, G32(o->wv), GEMM_F32, 1, 1);
-    gpu_rmsnorm_backward(g->dres, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm), a->rstd1,
-                         N, C, s);
+    gpu_rmsnorm_backward(g->dres, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
+                         a->rstd1, N, C, s);
 }
 
 double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *targets, double dloss, int last,
@@ -635,8 +634,8 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     *aux = g->h_scalars[1];
     cudaStream_t s = g->stream;
     cudaCheck(cudaMemsetAsync(g->dres, 0, sizeof(float) * (size_t)N * d->C, s));
-    gpu_rmsnorm_backward(g->dres, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final, W32(g->t->final_norm),
-                         g->rstdf, N, d->C, s);
+    gpu_rmsnorm_backward(g->dres, NULL, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final,
+                         W32(g->t->final_norm), g->rstdf, N, d->C, s);
     for (int l = d->L - 1; l >= 0; l--) {
         layer_backward(g, l, scaled);
         if (last) reduce_layer(g, l, g->layer_done[l]);

@@ -331,9 +331,11 @@ static void test_rmsnorm_forward(void) {
 
 static void test_rmsnorm_backward(void) {
     if (!gpu_test_begin()) return;
-    /* N = 1100 gives 3 rows per block; C = 16384 needs 64 KiB of shared memory (the opt-in path). */
-    const struct { int N, C; } shapes[] = {{1, 8},    {7, 96},  {257, 2056}, {7, 6},   {257, 13},
-                                           {1100, 64}, {5, 16384}, {513, 96}, {1, 2056}};
+    /* N = 1100 gives 3 rows per block; C = 16384 needs 64 KiB of shared memory (the opt-in path). A row in
+     * registers: 1, 2 or 4 chunks of 256 threads x 4 channels (C = 96, 2048, 2056 / 4096), of 1 channel (13, 1001);
+     * C = 16384 in shared memory. */
+    const struct { int N, C; } shapes[] = {{1, 8},      {7, 96},    {257, 2056}, {7, 6},   {257, 13},   {1100, 64},
+                                           {5, 16384},  {513, 96},  {1, 2056},   {300, 2048}, {1030, 4096}, {9, 1001}};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         const int N = shapes[si].N, C = shapes[si].C;
         const long n = (long)N * C;
@@ -350,8 +352,13 @@ static void test_rmsnorm_backward(void) {
         float *d_x = gpu_upload(x, (size_t)n * 4), *d_w = gpu_upload(w, (size_t)C * 4), *d_g = gpu_upload(g, (size_t)n * 4);
         float *d_r = gpu_upload(rstd, (size_t)N * 4), *d_dx = gpu_upload(dx0, (size_t)n * 4), *d_dw = gpu_upload(dw0, (size_t)C * 4);
         float *d_s = gpu_poisoned((size_t)sfloats * 4);
-        gpu_rmsnorm_backward(d_dx, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
+        bf16_t *d_dxb = gpu_poisoned((size_t)n * 2), *d_cast = gpu_poisoned((size_t)n * 2);
+        gpu_rmsnorm_backward(d_dx, d_dxb, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx = dl_f32(d_dx, n), *dw = dl_f32(d_dw, C);
+        /* the bf16 copy: every element written, the bits of a cast of dx */
+        gpu_cast_f32_to_bf16(d_cast, d_dx, n, 0);
+        void *dxb = dl_raw(d_dxb, (size_t)n * 2), *cast = dl_raw(d_cast, (size_t)n * 2);
+        CHECK_MSG(bits_equal(dxb, cast, (size_t)n * 2), "rmsnorm_backward N=%d C=%d: dx_bf16 is not bf16(dx)", N, C);
         CHECK_MSG(count_nan(dx, n) + count_nan(dw, C) == 0, "rmsnorm_backward N=%d C=%d: NaN in dx (%ld) or dweight (%ld)", N,
                   C, count_nan(dx, n), count_nan(dw, C));
         double e_dx = rel_error_increment(dx, dx_ref, dx0, n), e_dw = rel_error_increment(dw, dw_ref, dw0, C);
@@ -360,14 +367,15 @@ static void test_rmsnorm_backward(void) {
         /* second run from the same prefill (scratch left dirty): bitwise */
         cudaCheck(cudaMemcpy(d_dx, dx0, (size_t)n * 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(d_dw, dw0, (size_t)C * 4, cudaMemcpyHostToDevice));
-        gpu_rmsnorm_backward(d_dx, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
+        gpu_rmsnorm_backward(d_dx, NULL, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx2 = dl_f32(d_dx, n), *dw2 = dl_f32(d_dw, C);
         CHECK_MSG(bits_equal(dx, dx2, (size_t)n * 4) && bits_equal(dw, dw2, (size_t)C * 4),
-                  "rmsnorm_backward N=%d C=%d: second run differs (dx %ld, dweight %ld elements)", N, C,
+                  "rmsnorm_backward N=%d C=%d: second run (dx_bf16 = NULL) differs (dx %ld, dweight %ld elements)", N, C,
                   count_bit_mismatch_f32(dx, dx2, n), count_bit_mismatch_f32(dw, dw2, C));
         cudaFree(d_x), cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_dx), cudaFree(d_dw), cudaFree(d_s);
+        cudaFree(d_dxb), cudaFree(d_cast);
         free(x), free(w), free(g), free(dx0), free(dw0), free(tmp), free(rstd), free(dx_ref), free(dw_ref);
-        free(dx), free(dw), free(dx2), free(dw2);
+        free(dx), free(dw), free(dx2), free(dw2), free(dxb), free(cast);
     }
 }
 
