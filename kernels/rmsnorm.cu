@@ -207,7 +207,7 @@ extern "C" void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight,
     int rpb, nblocks, ch;
     bwd_geometry(N, &rpb, &nblocks);
     const bool vec = C % 4 == 0 && aligned(dx, 16) && aligned(dout, 16) && aligned(x, 16) && aligned(weight, 16) &&
-                     (!dx_bf16 || aligned(dx_bf16, 8));
+                     aligned(scratch, 16) && (!dx_bf16 || aligned(dx_bf16, 8));
     const void *fn = vec ? backward_kernel_for<4>(C, &ch) : backward_kernel_for<1>(C, &ch);
     const size_t smem = ch ? 0 : (size_t)C * sizeof(float);
     if (smem > 48 * 1024) {

@@ -6,8 +6,9 @@
  * Statistics in fp32 with a fixed-order block reduction (rstd itself from the fp32 sum in double);
  * every launcher is bitwise deterministic for a given (N, C). N == 0 launches nothing.
  *
- * Alignment: none required. With C % 4 == 0 and every pointer 16-byte aligned (the bf16 output
- * 8-byte aligned) the kernels move 4 elements per load/store; otherwise 1 (same results).
+ * Alignment: none required. With C % 4 == 0 and every pointer 16-byte aligned (the bf16 outputs
+ * 8-byte aligned) the kernels move 4 elements per load/store; otherwise 1, a thread then owning other
+ * channels, so the sums run in another order (the same results up to rounding, not the same bits).
  */
 #ifndef MOKC_KERNELS_RMSNORM_H
 #define MOKC_KERNELS_RMSNORM_H

@@ -332,10 +332,11 @@ static void test_rmsnorm_forward(void) {
 static void test_rmsnorm_backward(void) {
     if (!gpu_test_begin()) return;
     /* N = 1100 gives 3 rows per block; C = 16384 needs 64 KiB of shared memory (the opt-in path). A row in
-     * registers: 1, 2 or 4 chunks of 256 threads x 4 channels (C = 96, 2048, 2056 / 4096), of 1 channel (13, 1001);
-     * C = 16384 in shared memory. */
-    const struct { int N, C; } shapes[] = {{1, 8},      {7, 96},    {257, 2056}, {7, 6},   {257, 13},   {1100, 64},
-                                           {5, 16384},  {513, 96},  {1, 2056},   {300, 2048}, {1030, 4096}, {9, 1001}};
+     * registers: 1, 2 or 4 chunks of 256 threads x 4 channels (C = 96, 2048, 2056 / 4096), of 1 channel (13, 301,
+     * 1001); in shared memory C = 16384 (4 channels) and 2057 (1). */
+    const struct { int N, C; } shapes[] = {{1, 8},      {7, 96},     {257, 2056},  {7, 6},    {257, 13},
+                                           {1100, 64},  {5, 16384},  {513, 96},    {1, 2056}, {300, 2048},
+                                           {1030, 4096}, {9, 1001},  {7, 301},     {5, 2057}};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         const int N = shapes[si].N, C = shapes[si].C;
         const long n = (long)N * C;
@@ -351,8 +352,8 @@ static void test_rmsnorm_backward(void) {
         CHECK_MSG(sfloats > 0 && sfloats <= (long)RMSNORM_BWD_MAX_BLOCKS * C, "scratch floats %ld for N=%d C=%d", sfloats, N, C);
         float *d_x = gpu_upload(x, (size_t)n * 4), *d_w = gpu_upload(w, (size_t)C * 4), *d_g = gpu_upload(g, (size_t)n * 4);
         float *d_r = gpu_upload(rstd, (size_t)N * 4), *d_dx = gpu_upload(dx0, (size_t)n * 4), *d_dw = gpu_upload(dw0, (size_t)C * 4);
-        float *d_s = gpu_poisoned((size_t)sfloats * 4);
-        bf16_t *d_dxb = gpu_poisoned((size_t)n * 2), *d_cast = gpu_poisoned((size_t)n * 2);
+        float *d_s = gpu_poisoned((size_t)(sfloats + 1) * 4);
+        bf16_t *d_dxb = gpu_poisoned((size_t)(n + 1) * 2), *d_cast = gpu_poisoned((size_t)n * 2);
         gpu_rmsnorm_backward(d_dx, d_dxb, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx = dl_f32(d_dx, n), *dw = dl_f32(d_dw, C);
         /* the bf16 copy: every element written, the bits of a cast of dx */
@@ -372,10 +373,22 @@ static void test_rmsnorm_backward(void) {
         CHECK_MSG(bits_equal(dx, dx2, (size_t)n * 4) && bits_equal(dw, dw2, (size_t)C * 4),
                   "rmsnorm_backward N=%d C=%d: second run (dx_bf16 = NULL) differs (dx %ld, dweight %ld elements)", N, C,
                   count_bit_mismatch_f32(dx, dx2, n), count_bit_mismatch_f32(dw, dw2, C));
+        /* a third with scratch and dx_bf16 one element off alignment: the element-wise form (other channels a
+         * thread, so other bits), against the reference, its bf16 copy the cast of its dx */
+        cudaCheck(cudaMemcpy(d_dx, dx0, (size_t)n * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_dw, dw0, (size_t)C * 4, cudaMemcpyHostToDevice));
+        gpu_rmsnorm_backward(d_dx, d_dxb + 1, d_dw, d_s + 1, d_g, d_x, d_w, d_r, N, C, 0);
+        float *dx3 = dl_f32(d_dx, n), *dw3 = dl_f32(d_dw, C);
+        gpu_cast_f32_to_bf16(d_cast, d_dx, n, 0);
+        void *dxb3 = dl_raw(d_dxb + 1, (size_t)n * 2), *cast3 = dl_raw(d_cast, (size_t)n * 2);
+        const double e_dx3 = rel_error_increment(dx3, dx_ref, dx0, n), e_dw3 = rel_error_increment(dw3, dw_ref, dw0, C);
+        CHECK_MSG(e_dx3 < F32_TOL && e_dw3 < F32_TOL && bits_equal(dxb3, cast3, (size_t)n * 2),
+                  "rmsnorm_backward N=%d C=%d, element-wise form: dx rel error %.3g, dweight %.3g, or dx_bf16 not bf16(dx)",
+                  N, C, e_dx3, e_dw3);
         cudaFree(d_x), cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_dx), cudaFree(d_dw), cudaFree(d_s);
         cudaFree(d_dxb), cudaFree(d_cast);
         free(x), free(w), free(g), free(dx0), free(dw0), free(tmp), free(rstd), free(dx_ref), free(dw_ref);
-        free(dx), free(dw), free(dx2), free(dw2), free(dxb), free(cast);
+        free(dx), free(dw), free(dx2), free(dw2), free(dxb), free(cast), free(dx3), free(dw3), free(dxb3), free(cast3);
     }
 }
 
