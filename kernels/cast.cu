@@ -1,5 +1,5 @@
 /*
- * Elementwise casts and adds (cast.h). Grid-stride loops over 16-byte groups when every pointer is
+ * Elementwise casts (cast.h). Grid-stride loops over 16-byte groups when every pointer is
  * 16-byte aligned, then an element-by-element tail; the same loop does everything when not aligned.
  */
 #include "cast.h"
@@ -39,41 +39,6 @@ __global__ void bf16_to_f32_kernel(float *out, const __nv_bfloat16 *in, long n, 
     for (long i = groups * 8 + tid; i < n; i += stride) out[i] = __bfloat162float(in[i]);
 }
 
-__global__ void add_f32_kernel(float *y, const float *a, const float *x, long n, int vec) {
-    long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
-    long groups = vec ? n / 4 : 0;
-    for (long g = tid; g < groups; g += stride) {
-        float4 u = reinterpret_cast<const float4 *>(a)[g];
-        float4 v = reinterpret_cast<const float4 *>(x)[g];
-        u.x += v.x;
-        u.y += v.y;
-        u.z += v.z;
-        u.w += v.w;
-        reinterpret_cast<float4 *>(y)[g] = u;
-    }
-    for (long i = groups * 4 + tid; i < n; i += stride) y[i] = a[i] + x[i];
-}
-
-__global__ void add_bf16_to_f32_kernel(float *y, const __nv_bfloat16 *x, long n, int vec) {
-    long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
-    long groups = vec ? n / 8 : 0;
-    for (long g = tid; g < groups; g += stride) {
-        uint4 u = reinterpret_cast<const uint4 *>(x)[g];
-        float4 a = reinterpret_cast<float4 *>(y)[2 * g], b = reinterpret_cast<float4 *>(y)[2 * g + 1];
-        a.x += bf16_lo(u.x);
-        a.y += bf16_hi(u.x);
-        a.z += bf16_lo(u.y);
-        a.w += bf16_hi(u.y);
-        b.x += bf16_lo(u.z);
-        b.y += bf16_hi(u.z);
-        b.z += bf16_lo(u.w);
-        b.w += bf16_hi(u.w);
-        reinterpret_cast<float4 *>(y)[2 * g] = a;
-        reinterpret_cast<float4 *>(y)[2 * g + 1] = b;
-    }
-    for (long i = groups * 8 + tid; i < n; i += stride) y[i] += __bfloat162float(x[i]);
-}
-
 } // namespace
 
 extern "C" void gpu_cast_f32_to_bf16(bf16_t *out, const float *in, long n, cudaStream_t stream) {
@@ -89,20 +54,5 @@ extern "C" void gpu_cast_bf16_to_f32(float *out, const bf16_t *in, long n, cudaS
     int vec = aligned16(out) && aligned16(in);
     bf16_to_f32_kernel<<<grid_for(vec ? n / 8 + 8 : n, kThreads), kThreads, 0, stream>>>(
         out, reinterpret_cast<const __nv_bfloat16 *>(in), n, vec);
-    cudaCheckLaunch();
-}
-
-extern "C" void gpu_add_f32(float *y, const float *a, const float *x, long n, cudaStream_t stream) {
-    if (n <= 0) return;
-    int vec = aligned16(y) && aligned16(a) && aligned16(x);
-    add_f32_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(y, a, x, n, vec);
-    cudaCheckLaunch();
-}
-
-extern "C" void gpu_add_bf16_to_f32(float *y, const bf16_t *x, long n, cudaStream_t stream) {
-    if (n <= 0) return;
-    int vec = aligned16(y) && aligned16(x);
-    add_bf16_to_f32_kernel<<<grid_for(vec ? n / 8 + 8 : n, kThreads), kThreads, 0, stream>>>(
-        y, reinterpret_cast<const __nv_bfloat16 *>(x), n, vec);
     cudaCheckLaunch();
 }

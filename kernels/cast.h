@@ -1,5 +1,5 @@
 /*
- * Elementwise dtype casts and the fp32 residual add of the CUDA backend.
+ * Elementwise dtype casts of the CUDA backend.
  *
  * Every launcher is asynchronous on `stream`, writes every element of its output (exact coverage
  * of any n, including n not a multiple of the vector width), and is bitwise deterministic: each
@@ -25,13 +25,6 @@ void gpu_cast_f32_to_bf16(bf16_t *out, const float *in, long n, cudaStream_t str
 
 /* out[i] = float(in[i]) for i < n. out: fp32 (n), in: bf16 (n); overwrite; must not overlap. */
 void gpu_cast_bf16_to_f32(float *out, const bf16_t *in, long n, cudaStream_t stream);
-
-/* y[i] = a[i] + x[i] for i < n, all fp32 (residual adds, gradient sums; y == a adds in place). y may be a or x,
- * and a may be x (doubles it); other overlaps are not allowed. */
-void gpu_add_f32(float *y, const float *a, const float *x, long n, cudaStream_t stream);
-
-/* y[i] += float(x[i]) for i < n: y fp32, x bf16 (adds a bf16 activation into an fp32 stream). */
-void gpu_add_bf16_to_f32(float *y, const bf16_t *x, long n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -26,9 +26,11 @@ __device__ __forceinline__ uint16_t to_bf(float f) {
 }
 
 __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict__ ye, const float *__restrict__ gates,
-                               const int *__restrict__ slot_row, int N, int k, int C, int add, int vec) {
+                               const int *__restrict__ slot_row, int N, int k, int C, int add,
+                               const float *__restrict__ residual, int vec) {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         float *yn = y + n * C;
+        const float *rn = residual ? residual + n * C : nullptr;
         if (vec) {
             for (int g = threadIdx.x; g < C / 8; g += kThreads) {
                 float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -46,6 +48,12 @@ __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict
                     acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
                     acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
                 }
+                if (rn) {
+                    const float4 *r4 = reinterpret_cast<const float4 *>(rn) + 2 * g;
+                    const float4 a = r4[0], b = r4[1];
+                    acc[0] = a.x + acc[0], acc[1] = a.y + acc[1], acc[2] = a.z + acc[2], acc[3] = a.w + acc[3];
+                    acc[4] = b.x + acc[4], acc[5] = b.y + acc[5], acc[6] = b.z + acc[6], acc[7] = b.w + acc[7];
+                }
                 y4[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
                 y4[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
             }
@@ -54,7 +62,8 @@ __global__ void combine_kernel(float *__restrict__ y, const uint16_t *__restrict
                 float acc = 0;
                 for (int j = 0; j < k; j++)
                     acc += gates[n * k + j] * bf(ye[(long)slot_row[n * k + j] * C + c]);
-                yn[c] = add ? acc + yn[c] : acc;
+                const float out = add ? acc + yn[c] : acc;
+                yn[c] = rn ? rn[c] + out : out;
             }
         }
     }
@@ -138,10 +147,11 @@ __global__ void scatter_add_kernel(float *__restrict__ dx, const uint16_t *__res
 } // namespace
 
 extern "C" void gpu_moe_combine(float *y, const bf16_t *ye, const float *gates, const int *slot_row, int N, int k,
-                                int C, int add, cudaStream_t stream) {
+                                int C, int add, const float *residual, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
-    const int vec = C % 8 == 0 && aligned16(y) && aligned16(ye);
-    combine_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(y, ye, gates, slot_row, N, k, C, add, vec);
+    const int vec = C % 8 == 0 && aligned16(y) && aligned16(ye) && (!residual || aligned16(residual));
+    combine_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(y, ye, gates, slot_row, N, k, C, add, residual,
+                                                                  vec);
     cudaCheckLaunch();
 }
 

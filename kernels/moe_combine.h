@@ -18,9 +18,11 @@ extern "C" {
 #endif
 
 /* y[n, c] = sum_{j in order} gates[n, j] * ye[slot_row[n*k+j], c]  (+ y[n, c] when add, the shared
- * experts' output already there). y fp32 (N, C); ye bf16 (N*k, C); gates fp32 (N, k). */
+ * experts' output already there), then + residual[n, c] where residual is not NULL (the residual stream's add:
+ * the bits of adding it to the layer's output in a separate pass). y fp32 (N, C); ye bf16 (N*k, C); gates fp32
+ * (N, k); residual fp32 (N, C), not y. */
 void gpu_moe_combine(float *y, const bf16_t *ye, const float *gates, const int *slot_row, int N, int k, int C,
-                     int add, cudaStream_t stream);
+                     int add, const float *residual, cudaStream_t stream);
 
 /* For every slot: dgates[s] = sum_c dy[n, c] * ye[slot_row[s], c] (fp32 (N, k), overwrite) and,
  * where dye, dye[slot_row[s], c] = bf16(gates[s] * bf16(dy[n, c])) (overwrite, bf16 (N*k, C): dy is

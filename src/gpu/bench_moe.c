@@ -228,7 +228,7 @@ static MoeGpuWeights layer_weights(const Layer *L) {
 
 static void layer_forward(Layer *L, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
-    moe_unfused_forward(L->y, &L->a, &L->work, L->x, L->x_bf16, &w, L->bias, L->N, s);
+    moe_unfused_forward(L->y, NULL, &L->a, &L->work, L->x, L->x_bf16, &w, L->bias, L->N, s);
 }
 
 /* overwrite: the routed experts' gradients written, as in the first (or only) micro-batch of a
@@ -308,7 +308,7 @@ typedef struct {
 
 static void mok_step(const MokStep *t, int backward) {
     Layer *L = t->L;
-    moe_mok_forward(L->y, t->m, t->sv, L->x, L->x_bf16, &t->w, L->bias, L->N, t->s);
+    moe_mok_forward(L->y, NULL, t->m, t->sv, L->x, L->x_bf16, &t->w, L->bias, L->N, t->s);
     if (backward) moe_mok_backward(L->dx, &t->g, L->dy, t->daux, t->sv, t->m, L->x, L->x_bf16, &t->w, L->N, t->s);
 }
 
@@ -346,7 +346,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    moe_mok_forward(L->y, m, NULL, L->x, L->x_bf16, &t.w, L->bias, L->N, s);
+    moe_mok_forward(L->y, NULL, m, NULL, L->x, L->x_bf16, &t.w, L->bias, L->N, s);
     moe_mok_sync(m, s); /* a watchdog record surfaces here */
     double *tm[MOK_T_COUNT];
     for (int i = 0; i < MOK_T_COUNT; i++) tm[i] = callocCheck((size_t)args->iters, sizeof(double));
@@ -563,7 +563,7 @@ static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const 
         MoeGpuGrads gg = {g[r][T_ROUTER], g[r][T_GATE], g[r][T_UP], g[r][T_DOWN], S ? g[r][T_SGATE] : NULL,
                           S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL, 0};
         if (r == 1) cudaCheck(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        moe_mok_forward(y, m, &sv, ep->x, NULL, &w, ep->bias, ep->N, s);
+        moe_mok_forward(y, NULL, m, &sv, ep->x, NULL, &w, ep->bias, ep->N, s);
         moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, NULL, &w, ep->N, s);
         cudaGraphExec_t graph = r == 1 ? capture_end(s) : NULL;
         if (graph) cudaCheck(cudaGraphLaunch(graph, s));
@@ -642,7 +642,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         float *ym;
         cudaCheck(cudaMalloc((void **)&ym, (size_t)nx * sizeof(float) + 16));
         cudaCheck(cudaMemsetAsync(ym, 0xff, (size_t)nx * sizeof(float), s)); /* before the forward writes it */
-        moe_mok_forward(ym, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_forward(ym, NULL, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
         const double aux = moe_mok_aux_loss(&m, s);
         y3 = fetch(ym, nx);
         long nan = 0;
@@ -654,7 +654,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         mok_err[1] = (double)badm;
         mok_err[2] = fabs(aux - one.a.aux_loss) / (fabs(one.a.aux_loss) > 0 ? fabs(one.a.aux_loss) : 1.0);
         /* a second forward must give the same bits */
-        moe_mok_forward(ym, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_forward(ym, NULL, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
         moe_mok_sync(&m, s);
         float *y4 = fetch(ym, nx);
         if (memcmp(y3, y4, (size_t)nx * sizeof(float))) mok_err[0] = 1e30;

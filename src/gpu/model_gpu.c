@@ -4,6 +4,7 @@
  *   (on Hopper the q and k projections run on the megakernel's tile with RoPE in their epilogue)
  *   x_mid = x + atty @ wo (fp32) -> ln2 = rmsnorm(x_mid) (bf16, and fp32 for the router)
  *   x_next = x_mid + swiglu(ln2 @ w_gate, ln2 @ w_up) @ w_down, or + MoE(ln2)
+ *   (the residual adds inside other passes: the GEMMs' C operand, the MoE layer's combine)
  * then lnf = rmsnorm(x) and the LM head with the cross-entropy in chunks of rows: each chunk's
  * logits give its losses and dlogits at once; the head's backward runs once over the dlogits of as many
  * chunks as fit 3 GiB (a whole micro-batch at mokc-small's sizes).
@@ -76,7 +77,7 @@ struct GpuModel {
     int emb_buckets;
     /* activations */
     LayerActs *layers;
-    float *x_final, *rstdf, *rope_table, *moe_out;
+    float *x_final, *rstdf, *rope_table;
     bf16_t *lnf;
     float *logits, *losses;
     bf16_t *dlogits;
@@ -187,7 +188,6 @@ static void plan_model(GpuModel *g) {
     PLAN("lnf", MEM_ACTIVATIONS, N * C, bf16_t, &g->lnf);
     PLAN("rstdf", MEM_ACTIVATIONS, N, float, &g->rstdf);
     PLAN("rope_table", MEM_WORKSPACE, gpu_rope_table_floats(g->T, d->D), float, &g->rope_table);
-    PLAN("moe_out", MEM_WORKSPACE, N * C, float, &g->moe_out);
     PLAN("logits", MEM_WORKSPACE, (size_t)g->head_rows * V, float, &g->logits);
     PLAN("dlogits", MEM_WORKSPACE, (size_t)g->head_grad_rows * V, bf16_t, &g->dlogits);
     PLAN("losses", MEM_WORKSPACE, N, float, &g->losses);
@@ -451,18 +451,16 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     MoeGpuWeights w = moe_weights(g, o);
     const float *bias = g->expert_bias + (size_t)l * d->E;
     double aux = 0;
-    mark(g, STEP_MOE);
+    mark(g, STEP_MOE); /* x_next = x_mid + the layer's output, added in its combine */
     if (!g->moe_mok) {
-        moe_unfused_forward(g->moe_out, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
+        moe_unfused_forward(x_next, a->x_mid, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
         aux = g->moe_acts[l].aux_loss;
     } else if (with_grad) { /* aux loss and load reach the host with the step's loss (moe_tally) */
-        moe_mok_forward(g->moe_out, g->moe_mok, &g->moe_saved[l], a->ln2_f32, a->ln2, &w, bias, N, s);
+        moe_mok_forward(x_next, a->x_mid, g->moe_mok, &g->moe_saved[l], a->ln2_f32, a->ln2, &w, bias, N, s);
     } else {
-        moe_mok_forward(g->moe_out, g->moe_mok, NULL, a->ln2_f32, a->ln2, &w, bias, N, s);
+        moe_mok_forward(x_next, a->x_mid, g->moe_mok, NULL, a->ln2_f32, a->ln2, &w, bias, N, s);
         aux = moe_mok_aux_loss(g->moe_mok, s);
     }
-    mark(g, STEP_DENSE);
-    gpu_add_f32(x_next, a->x_mid, g->moe_out, (long)N * C, s);
     return aux;
 }
 
@@ -535,6 +533,7 @@ static double forward(GpuModel *g, const int *inputs, const int *targets, int wi
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
     for (int l = 0; l < d->L; l++) aux += layer_forward(g, l, with_grad);
+    mark(g, STEP_DENSE);
     head_forward(g, with_grad, dloss_scale);
     const double loss = mean_loss(g); /* synchronises the stream */
     g->h_scalars[1] = aux + moe_tally(g, with_grad, load);

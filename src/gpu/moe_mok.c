@@ -459,8 +459,9 @@ void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
  * Forward
  * ---------------------------------------------------------------------------------------------- */
 
-void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const bf16_t *x_bf16,
-                     const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream) {
+void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv, const float *x,
+                     const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
+                     cudaStream_t stream) {
     const MoeGpuDims *d = &m->d;
     if (N < 0 || N > m->N_max)
         mokc_die(MOKC_EXIT_RUNTIME, "size the MoE buffers for the largest micro-batch",
@@ -568,7 +569,7 @@ void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const
 
     /* 6. shared experts, combine */
     moe_shared_forward(m->blas, y, st.s_gate, st.s_up, x_bf16, wt, &m->shared, N, C, SI, stream);
-    gpu_moe_combine(y, win_y, st.gates, m->slot_iota, N, k, C, SI > 0, stream);
+    gpu_moe_combine(y, win_y, st.gates, m->slot_iota, N, k, C, SI > 0, residual, stream);
     moe_mok_phase_mark(m, 7, stream);
     if (sv) {
         sv->N = N;

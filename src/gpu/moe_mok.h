@@ -184,15 +184,16 @@ void moe_mok_set_group_mt(MoeMok *m, int group_mt);
 /* Watchdog budget (seconds) and the skip-dispatch debug switch (this rank). */
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);
 
-/* y (N, C) fp32 = MoE(x), overwritten; x (N, C) fp32 for the router, x_bf16 the same rounded or
- * NULL; expert_bias (E) or NULL. sv: where to keep the state for moe_mok_backward (NULL: a
- * forward only, its routing and rows in the layer's own m->st, the gate/up pre-activations not
- * stored). Every EP rank calls it together with the same N. No host synchronisation: it can be
+/* y (N, C) fp32 = MoE(x), overwritten, + residual where not NULL (as moe_unfused_forward); x (N, C) fp32 for the
+ * router, x_bf16 the same rounded or NULL; expert_bias (E) or NULL. sv: where to keep the state for
+ * moe_mok_backward (NULL: a forward only, its routing and rows in the layer's own m->st, the gate/up
+ * pre-activations not stored). Every EP rank calls it together with the same N. No host synchronisation: it can be
  * captured in a CUDA graph (with phase timing off), which replays it with the pointers, N and sv it
  * was captured with; so can moe_mok_backward (tests/gpu/test_mok.c: test_mok_graph).
  * After it: the state's topk, gates, counts, stat_counts and m->aux (device). */
-void moe_mok_forward(float *y, MoeMok *m, MoeMokSaved *sv, const float *x, const bf16_t *x_bf16,
-                     const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
+void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv, const float *x,
+                     const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
+                     cudaStream_t stream);
 
 /* The backward of the forward kept in sv (the wgmma tile: sm_90a), same contract as
  * moe_unfused_backward: given dy (N, C) fp32 and daux, ADDS dx (N, C) fp32 and every weight

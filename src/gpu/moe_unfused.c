@@ -300,8 +300,9 @@ static void check_call(const MoeUnfusedActs *a, const MoeUnfusedWork *w, int N, 
                  "%s: %d tokens but the buffers hold %d", who, N, a->N_max < w->N_max ? a->N_max : w->N_max);
 }
 
-void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x, const bf16_t *x_bf16,
-                         const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream) {
+void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x,
+                         const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
+                         cudaStream_t stream) {
     check_call(a, w, N, "moe_unfused_forward");
     const MoeGpuDims *d = &w->d;
     const int C = d->C, E = d->E, k = d->k, I = d->I, SI = d->n_shared * d->I, ep = d->ep, El = E / ep;
@@ -395,7 +396,7 @@ void moe_unfused_forward(float *y, MoeUnfusedActs *a, MoeUnfusedWork *w, const f
 
     /* 9. shared experts, 10. combine */
     moe_shared_forward(w->blas, y, a->s_gate, a->s_up, x_bf16, wt, &w->shared, N, C, SI, stream);
-    gpu_moe_combine(y, a->ye, a->gates, a->slot_row, N, k, C, SI > 0, stream);
+    gpu_moe_combine(y, a->ye, a->gates, a->slot_row, N, k, C, SI > 0, residual, stream);
 }
 
 /* ------------------------------------------------------------------------------------------------

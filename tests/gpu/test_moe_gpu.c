@@ -176,7 +176,7 @@ static void gpu_run(GpuOut *o, const Case *t, const Dev *g, MoeUnfusedActs *a, M
     const bf16_t *xb = t->s.give_bf16 ? g->x_bf16 : NULL;
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream));
-    moe_unfused_forward(y, a, w, g->x, xb, &wt, g->bias, N, stream);
+    moe_unfused_forward(y, NULL, a, w, g->x, xb, &wt, g->bias, N, stream);
     moe_unfused_backward(dx, &gr, g->dy, t->s.daux, a, w, g->x, xb, &wt, N, stream);
     cudaCheck(cudaStreamSynchronize(stream));
     cudaCheck(cudaStreamDestroy(stream));

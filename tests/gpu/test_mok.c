@@ -129,6 +129,19 @@ static double check_y(const Shape *s, const char *variant, const char *what, con
     return err;
 }
 
+/* y_res, a forward's output given a residual r, against y, the same forward's without it: r + y bit for bit in
+ * every element (what a separate add would give), so the combine's residual add changes nothing else. */
+static void check_residual(const Shape *s, const char *variant, const float *y_res, const float *y, const float *r) {
+    const long n = (long)s->N * s->C;
+    long bad = 0, first = -1;
+    for (long i = 0; i < n; i++) {
+        const float want = r[i] + y[i];
+        if (memcmp(&want, &y_res[i], sizeof want)) bad++, first = first < 0 ? i : first;
+    }
+    CHECK_MSG(bad == 0, "[%s, %s] with a residual: %ld of %ld outputs are not residual + y (first: %.9g, want %.9g)",
+              s->label, variant, bad, n, first >= 0 ? y_res[first] : 0.0, first >= 0 ? r[first] + y[first] : 0.0);
+}
+
 /* The backward (wgmma tile only) against the unfused backward on the same forward and dy: dx and
  * every weight gradient within BF16_TOL, all written, and a second run bitwise identical. */
 enum { G_ROUTER, G_GATE, G_UP, G_DOWN, G_SGATE, G_SUP, G_SDOWN, G_COUNT };
@@ -257,7 +270,7 @@ typedef struct {
 static void unfused_backward(MoeGpuGrads *g, void *ctx) {
     BackwardCtx *c = ctx;
     const Problem *P = c->P;
-    moe_unfused_forward(c->y, c->a, c->w, P->x, P->xb, &P->w, P->bias, c->N, 0);
+    moe_unfused_forward(c->y, NULL, c->a, c->w, P->x, P->xb, &P->w, P->bias, c->N, 0);
     moe_unfused_backward(c->dx, g, c->dy, c->daux, c->a, c->w, P->x, P->xb, &P->w, c->N, 0);
     cudaCheck(cudaDeviceSynchronize());
 }
@@ -265,7 +278,7 @@ static void unfused_backward(MoeGpuGrads *g, void *ctx) {
 static void mok_backward(MoeGpuGrads *g, void *ctx) {
     BackwardCtx *c = ctx;
     const Problem *P = c->P;
-    moe_mok_forward(c->y, c->m, c->sv, P->x, P->xb, &P->w, P->bias, c->N, 0);
+    moe_mok_forward(c->y, NULL, c->m, c->sv, P->x, P->xb, &P->w, P->bias, c->N, 0);
     moe_mok_backward(c->dx, g, c->dy, c->daux, c->sv, c->m, P->x, P->xb, &P->w, c->N, 0);
     moe_mok_sync(c->m, 0);
 }
@@ -288,7 +301,7 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
     for (int r = 0; r < 2; r++) {
         grads_create(&run[r], s);
         g = grads_view(&run[r], shared);
-        moe_mok_forward(y, &m, &sv, P->x, P->xb, &P->w, P->bias, N, 0);
+        moe_mok_forward(y, NULL, &m, &sv, P->x, P->xb, &P->w, P->bias, N, 0);
         moe_mok_backward(run[r].dx, &g, dy, daux, &sv, &m, P->x, P->xb, &P->w, N, 0);
         moe_mok_sync(&m, 0);
     }
@@ -332,7 +345,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     moe_unfused_acts_create(&a, &P.d, N);
     moe_unfused_work_create(&w, &P.d, N, NULL);
     float *y_d = gpu_poisoned((size_t)ny * sizeof(float));
-    moe_unfused_forward(y_d, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
+    moe_unfused_forward(y_d, NULL, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
     float *y_unf = mallocCheck((size_t)ny * sizeof(float)), *y = mallocCheck((size_t)ny * sizeof(float));
     gpu_download(y_unf, y_d, (size_t)ny * sizeof(float));
     cudaCheck(cudaFree(y_d));
@@ -341,6 +354,14 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     gpu_download(tk_unf, a.topk, (size_t)N * k * sizeof(int));
     gpu_download(cnt_unf, a.counts, (size_t)E * sizeof(int));
     const double err_unf_cpu = rel_error_f(y_unf, P.y_cpu, ny);
+    /* the residual stream's add in the combine: the unfused layer's, then each tile's below */
+    float *res_h = gpu_rand_array(ny, 4.0f, 0), *res = gpu_upload(res_h, (size_t)ny * sizeof(float));
+    float *y_res = mallocCheck((size_t)ny * sizeof(float));
+    y_d = gpu_poisoned((size_t)ny * sizeof(float));
+    moe_unfused_forward(y_d, res, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
+    gpu_download(y_res, y_d, (size_t)ny * sizeof(float));
+    cudaCheck(cudaFree(y_d));
+    check_residual(s, "unfused", y_res, y_unf, res_h);
 
     /* The first run of each tile; the two mma.sync tiles share bits, so they share a slot. */
     enum { MAX_TILES = 8 };
@@ -366,7 +387,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
         }
         for (int rep = 0; rep < 2; rep++) {
             y_d = gpu_poisoned((size_t)ny * sizeof(float));
-            moe_mok_forward(y_d, &m, NULL, P.x, P.xb, &P.w, P.bias, N, 0);
+            moe_mok_forward(y_d, NULL, &m, NULL, P.x, P.xb, &P.w, P.bias, N, 0);
             const double aux = moe_mok_aux_loss(&m, 0);
             gpu_download(y, y_d, (size_t)ny * sizeof(float));
             cudaCheck(cudaFree(y_d));
@@ -396,8 +417,17 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
                           s->label, variant, rep + 1, first_of[slot], i / s->C, i % s->C, y[i], first[slot][i]);
             }
         }
+        y_d = gpu_poisoned((size_t)ny * sizeof(float));
+        moe_mok_forward(y_d, res, &m, NULL, P.x, P.xb, &P.w, P.bias, N, 0);
+        moe_mok_sync(&m, 0);
+        gpu_download(y_res, y_d, (size_t)ny * sizeof(float));
+        cudaCheck(cudaFree(y_d));
+        check_residual(s, variant, y_res, y, res_h);
         moe_mok_destroy(&m);
     }
+    cudaCheck(cudaFree(res));
+    free(res_h);
+    free(y_res);
     if (getenv("MOKC_TEST_VERBOSE"))
         printf("    [%s] rel err of y vs the CPU: mok %.2e (worst variant), unfused %.2e\n", s->label, err_cpu_max,
                err_unf_cpu);
@@ -493,7 +523,7 @@ static void step_reset(const Step *t, const Shape *s) {
 static void step_run(const Step *t, const Shape *s) {
     const Problem *P = t->P;
     const MoeGpuGrads g = grads_view(t->G, s->S > 0);
-    moe_mok_forward(t->y, t->m, t->sv, P->x, P->xb, &P->w, P->bias, t->N, t->stream);
+    moe_mok_forward(t->y, NULL, t->m, t->sv, P->x, P->xb, &P->w, P->bias, t->N, t->stream);
     if (t->backward) moe_mok_backward(t->G->dx, &g, t->dy, 0.01, t->sv, t->m, P->x, P->xb, &P->w, t->N, t->stream);
 }
 
@@ -697,7 +727,7 @@ static void test_mok_watchdog_child(void) {
     cudaCheck(cudaMalloc((void **)&dx, (size_t)s.N * s.C * sizeof(float)));
     cudaCheck(cudaMalloc((void **)&dy, (size_t)s.N * s.C * sizeof(float)));
     cudaCheck(cudaMemset(dy, 0, (size_t)s.N * s.C * sizeof(float)));
-    moe_mok_forward(y, &m, &sv, P.x, NULL, &P.w, NULL, s.N, 0);
+    moe_mok_forward(y, NULL, &m, &sv, P.x, NULL, &P.w, NULL, s.N, 0);
     if (backward) {
         Grads G;
         grads_create(&G, &s);
