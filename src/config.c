@@ -89,6 +89,9 @@ static const KeyDesc keys[] = {
      "the run record (JSON lines: a header with the command, config, build and machine, then one object per step); "
      "\"auto\" = runs/<the spec's file name>.jsonl, \"\" = none"},
     INT("log.every", log.every, 1, 1, BIG, "steps between progress lines"),
+    INT("log.profile_step", log.profile_step, 0, 0, BIG,
+        "a step timed op by op on the GPU (CUDA events between the model's ops: a table on stdout and `op_ms` in "
+        "its run-record line); 0 = none"),
     ENUMK("backend", backend, "auto", backend_choices, "auto = cuda when a GPU is present and built in, else cpu"),
     ENUMK("moe_impl", moe_impl, "auto", moe_impl_choices,
           "GPU MoE layer: auto = the megakernel where it runs (else unfused, said at start); mok = the megakernel or stop; unfused = the baseline"),
@@ -468,6 +471,9 @@ static void check_consistency(const Checker *k) {
     if (sound(k, "train.min_lr train.lr") && c->train.min_lr > c->train.lr)
         add_error(err, "train.min_lr: %g exceeds train.lr = %g; valid: 0..%g", c->train.min_lr,
                   c->train.lr, c->train.lr);
+    if (sound(k, "log.profile_step train.steps") && c->log.profile_step > c->train.steps)
+        add_error(err, "log.profile_step: %d is past train.steps = %d; valid: 0 (none) to %d",
+                  c->log.profile_step, c->train.steps, c->train.steps);
     if (sound(k, "train.warmup_steps train.steps") && c->train.warmup_steps > c->train.steps)
         add_error(err, "train.warmup_steps: %d exceeds train.steps = %d; valid: 0..%d",
                   c->train.warmup_steps, c->train.steps, c->train.steps);

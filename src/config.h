@@ -83,6 +83,7 @@ typedef struct {
 typedef struct {
     char metrics_path[CONFIG_PATH_MAX]; /* "" = no metrics file */
     int every;
+    int profile_step; /* 0 = none; else the step timed op by op on the GPU */
 } LogConfig;
 
 typedef struct {

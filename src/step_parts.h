@@ -1,6 +1,6 @@
 /*
- * The parts a training step's time is told in (run records, the closing summary): what the GPU
- * backend measures (gpu/step_timer.h); the CPU backend reports none.
+ * The parts a training step's time is told in (run records, the closing summary), and a profiled step's ops:
+ * what the GPU backend measures (gpu/step_timer.h); the CPU backend reports none.
  */
 #ifndef MOKC_STEP_PARTS_H
 #define MOKC_STEP_PARTS_H
@@ -20,5 +20,21 @@ static inline const char *step_part_name(int part) {
     static const char *const names[STEP_PARTS] = {"attention", "moe", "dense", "allreduce_exposed", "optimizer"};
     return part >= 0 && part < STEP_PARTS ? names[part] : "?";
 }
+
+/* A profiled step's time by op (`log.profile_step`): each of the model's ops, in the order first marked, with the
+ * part it counts to, the intervals it started and their milliseconds. */
+#define STEP_OPS_MAX 64 /* distinct ops a profile keeps (the model marks about 30) */
+
+typedef struct {
+    const char *name; /* a static string */
+    int part;
+    int count;
+    double ms;
+} OpTime;
+
+typedef struct {
+    int n; /* 0: the step was not profiled */
+    OpTime op[STEP_OPS_MAX];
+} OpTimes;
 
 #endif

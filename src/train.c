@@ -54,6 +54,7 @@ typedef struct {
     int64_t window_tokens;
     int window_steps;
     double window_parts[STEP_PARTS];
+    OpTimes profile;            /* log.profile_step's step, op by op */
     double run_seconds;         /* all of this process's steps, for the ETA */
     int saved_step;             /* step of the newest checkpoint written or loaded; -1: none */
     const char *backend_note;   /* why this backend was chosen */
@@ -339,6 +340,9 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     if (!dist_make_groups(&tr->dist, tr->cfg.parallel.ep, msg, sizeof msg))
         fail_all(tr, MOKC_EXIT_USAGE, "change parallel.ep or the number of ranks (mpirun -np)", msg);
     choose_backend(tr);
+    if (!tr->use_gpu && tr->cfg.log.profile_step > 0)
+        fail_all(tr, MOKC_EXIT_USAGE, "set log.profile_step to 0 on the CPU backend, or train on a GPU",
+                 "log.profile_step times the model's ops on the GPU, but this run trains on the CPU");
     open_data(tr);
     if (tr->dist.rank == 0) config_print_table(&tr->cfg, stdout);
     dist_print_layout(&tr->dist, tr->cfg.moe.num_experts);
@@ -385,6 +389,9 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     }
 #endif
     tr->first_step = tr->step;
+    if (c->log.profile_step > 0 && c->log.profile_step <= tr->step && tr->dist.rank == 0)
+        printf("note: log.profile_step %d is not profiled: this run resumes after step %d\n", c->log.profile_step,
+               tr->step);
     open_metrics(tr);
 }
 
@@ -560,6 +567,7 @@ typedef struct {
     double loss, aux, norm, lr, seconds, tokens_per_s, imbalance;
     int64_t tokens;
     double parts_ms[STEP_PARTS]; /* the GPU's step time by part (gpu/step_timer.h; zeros on the CPU) */
+    int profiled;                /* the step was timed op by op: tr->profile */
 } StepStats;
 
 /* One micro-batch forward and backward into the gradients; returns its mean loss, adds its aux
@@ -619,7 +627,9 @@ static StepStats train_step(Trainer *tr) {
     const ModelDims *d = &tr->dims;
     StepStats s = {0};
     double t0 = mokc_now_seconds();
+    s.profiled = tr->use_gpu && tr->step + 1 == c->log.profile_step;
 #ifdef MOKC_CUDA
+    if (s.profiled) gpu_model_profile(tr->gpu, 1);
     if (tr->use_gpu) gpu_model_zero_grads(tr->gpu);
     else
 #endif
@@ -641,7 +651,8 @@ static StepStats train_step(Trainer *tr) {
     s.lr = lr_at_step(&c->train, tr->step);
     s.norm = optimizer_step(tr, s.lr);
 #ifdef MOKC_CUDA
-    if (tr->use_gpu) gpu_model_step_times(tr->gpu, s.parts_ms);
+    if (tr->use_gpu) gpu_model_step_times(tr->gpu, s.parts_ms, s.profiled ? &tr->profile : NULL);
+    if (s.profiled) gpu_model_profile(tr->gpu, 0);
 #endif
     update_expert_bias(tr);
 #ifdef MOKC_CUDA
@@ -699,6 +710,38 @@ static void format_eta(const Trainer *tr, char *buf, size_t len) {
     else snprintf(buf, len, "%lds", t);
 }
 
+/* Rank 0: the profiled step's ops, the costliest first. */
+static void print_profile(const Trainer *tr) {
+    const OpTimes *p = &tr->profile;
+    int order[STEP_OPS_MAX];
+    double total = 0;
+    for (int i = 0; i < p->n; i++) order[i] = i, total += p->op[i].ms;
+    for (int i = 1; i < p->n; i++) /* insertion sort by time, descending: a few dozen ops */
+        for (int j = i; j > 0 && p->op[order[j]].ms > p->op[order[j - 1]].ms; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    printf("step %d op by op (rank 0; CUDA events between the ops on the compute stream, every micro-batch):\n",
+           tr->step);
+    printf("  %-22s %-18s %6s %10s %10s %6s\n", "op", "part", "calls", "ms a call", "ms", "share");
+    for (int i = 0; i < p->n; i++) {
+        const OpTime *o = &p->op[order[i]];
+        printf("  %-22s %-18s %6d %10.3f %10.2f %5.1f%%\n", o->name, step_part_name(o->part), o->count,
+               o->ms / o->count, o->ms, total > 0 ? 100 * o->ms / total : 0.0);
+    }
+    printf("  %-22s %-18s %6s %10s %10.2f\n", "all", "", "", "", total);
+}
+
+/* The profiled step's ops in its run-record line: "op_ms": {"<op>": {"part": .., "calls": .., "ms": ..}, ..}. */
+static void record_profile(const Trainer *tr) {
+    const OpTimes *p = &tr->profile;
+    fprintf(tr->metrics, ", \"op_ms\": {");
+    for (int i = 0; i < p->n; i++)
+        fprintf(tr->metrics, "%s\"%s\": {\"part\": \"%s\", \"calls\": %d, \"ms\": %.3f}", i ? ", " : "",
+                p->op[i].name, step_part_name(p->op[i].part), p->op[i].count, p->op[i].ms);
+    fprintf(tr->metrics, "}");
+}
+
 static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
     const MokcConfig *c = &tr->cfg;
     const ModelDims *d = &tr->dims;
@@ -725,6 +768,10 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
         printf("\n");
         fflush(stdout);
     }
+    if (s->profiled) {
+        print_profile(tr);
+        fflush(stdout);
+    }
     if (tr->metrics) {
         fprintf(tr->metrics,
                 "{\"step\": %d, \"loss\": %.17g, \"aux_loss\": %.17g, \"grad_norm\": %.9g, \"lr\": %.9g, "
@@ -746,6 +793,7 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
                 fprintf(tr->metrics, "%s\"%s\": %.3f", p ? ", " : "", step_part_name(p), s->parts_ms[p]);
             fprintf(tr->metrics, "}");
         }
+        if (s->profiled) record_profile(tr);
         if (!isnan(val_loss)) fprintf(tr->metrics, ", \"val_loss\": %.17g", val_loss);
         fprintf(tr->metrics, "}\n");
         fflush(tr->metrics);

@@ -180,6 +180,9 @@ static void train_usage_errors(void) {
     EXPECT_FAIL("train --steps=3 configs/tiny.json", 2, "--steps=3");
     EXPECT_FAIL("train configs/tiny.json --set", 2, "--set", "key.path=value");
     EXPECT_FAIL("train configs/tiny.json configs/tiny.json", 2, "more than one spec");
+    /* an op profile needs the GPU backend: said before any data is read */
+    EXPECT_FAIL("train configs/tiny.json --set backend=cpu --set log.profile_step=1", 2, "log.profile_step",
+                "trains on the CPU", "set log.profile_step to 0");
 }
 
 static void train_missing_spec(void) {

@@ -337,6 +337,8 @@ static void set_overrides(void) {
     EXPECT_SET_ERROR(MINIMAL, "train.steps=many", "train.steps", "expected an integer, got a string", 1);
     EXPECT_SET_ERROR(MINIMAL, "model.hiden_size=3", "model.hiden_size", "did you mean 'model.hidden_size'", 1);
     EXPECT_SET_ERROR(MINIMAL, "train.warmup_steps=11", "train.warmup_steps", "train.steps = 10", 1);
+    EXPECT_SET_ERROR(MINIMAL, "log.profile_step=11", "log.profile_step", "past train.steps = 10", 1);
+    EXPECT_SET_ERROR(MINIMAL, "log.profile_step=-1", "log.profile_step", "valid: >= 0", 1);
     EXPECT_SET_ERROR(MINIMAL, "parallel.ep=2", "parallel.ep", "ep = 1", 1);
     EXPECT_SET_ERROR(MINIMAL, "model.tie_word_embeddings=1", "model.tie_word_embeddings", "true or false", 1);
     /* Malformed --set arguments. */

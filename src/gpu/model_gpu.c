@@ -100,9 +100,10 @@ struct GpuModel {
     int timing;                   /* a training step is running: mark its parts */
 };
 
-/* From here on the step's stream time counts to `part` (training steps only, not validation). */
-static void mark(GpuModel *g, StepPart part) {
-    if (g->timing) step_timer_mark(&g->timer, part);
+/* From here on the step's stream time counts to `part`, and in a profiled step to `op` (training steps only, not
+ * validation). */
+static void mark(GpuModel *g, StepPart part, const char *op) {
+    if (g->timing) step_timer_mark(&g->timer, part, op);
 }
 
 #define W32(off) (g->params + (off))
@@ -379,7 +380,7 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows) {
 
 void gpu_model_zero_grads(GpuModel *g) {
     step_timer_restart(&g->timer); /* a step starts here */
-    step_timer_mark(&g->timer, STEP_OPTIMIZER);
+    step_timer_mark(&g->timer, STEP_OPTIMIZER, "zero grads");
     /* runs of tensors in offset order, cut at the routed experts' (at Kimi-like sizes the bulk) */
     size_t start = 0;
     for (int i = 0; i <= g->t->count; i++) {
@@ -390,7 +391,7 @@ void gpu_model_zero_grads(GpuModel *g) {
         if (p) start = p->offset + p->numel;
     }
     g->experts_unwritten = 1;
-    step_timer_mark(&g->timer, STEP_DENSE); /* the host's work before the first micro-batch: a gap */
+    step_timer_mark(&g->timer, STEP_DENSE, "host before the batch"); /* a gap: the host's work */
 }
 
 /* ---------- forward ---------- */
@@ -424,8 +425,9 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     const int N = g->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D;
     float *x_next = l + 1 < d->L ? g->layers[l + 1].x_in : g->x_final;
     cudaStream_t s = g->stream;
-    mark(g, STEP_ATTENTION);
+    mark(g, STEP_ATTENTION, "attn norm");
     gpu_rmsnorm_forward(a->ln1, NULL, a->rstd1, a->x_in, W32(o->attn_norm), N, C, (float)d->eps, s);
+    mark(g, STEP_ATTENTION, "q k proj, rope");
     if (g->qk_rope_fused) { /* bench attn measures both ways */
         gemm_sm90_rope(a->q, a->ln1, W16(o->wq), N, QD, C, g->rope_table, g->T, d->D, s);
         gemm_sm90_rope(a->k, a->ln1, W16(o->wk), N, KD, C, g->rope_table, g->T, d->D, s);
@@ -435,13 +437,17 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, 0, s);
         gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, 0, s);
     }
+    mark(g, STEP_ATTENTION, "v proj");
     gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wv), GEMM_BF16, a->v, GEMM_BF16, 1, 0);
+    mark(g, STEP_ATTENTION, "attention fwd");
     attention_forward_gpu(g->blas, g->attn, a->atty, a->attn_saved, a->q, a->k, a->v, s);
+    mark(g, STEP_ATTENTION, "o proj");
     gemm_rm_out(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_in, a->x_mid, 1, 1);
 
-    mark(g, STEP_DENSE);
+    mark(g, STEP_DENSE, "ffn norm");
     gpu_rmsnorm_forward(a->ln2, a->ln2_f32, a->rstd2, a->x_mid, W32(o->ffn_norm), N, C, (float)d->eps, s);
     if (!is_moe(g, l)) {
+        mark(g, STEP_DENSE, "dense ffn fwd");
         gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_gate), GEMM_BF16, a->g, GEMM_BF16, 1, 0);
         gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_up), GEMM_BF16, a->u, GEMM_BF16, 1, 0);
         gpu_swiglu_forward(a->h, a->g, a->u, (long)N * d->I, s);
@@ -451,7 +457,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     MoeGpuWeights w = moe_weights(g, o);
     const float *bias = g->expert_bias + (size_t)l * d->E;
     double aux = 0;
-    mark(g, STEP_MOE); /* x_next = x_mid + the layer's output, added in its combine */
+    mark(g, STEP_MOE, "moe fwd"); /* x_next = x_mid + the layer's output, added in its combine */
     if (!g->moe_mok) {
         moe_unfused_forward(x_next, a->x_mid, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
         aux = g->moe_acts[l].aux_loss;
@@ -501,16 +507,20 @@ static void head_forward(GpuModel *g, int with_grad, float dloss_scale) {
     const ModelDims *d = g->d;
     const int N = g->N, C = d->C, V = d->V;
     cudaStream_t s = g->stream;
+    mark(g, STEP_DENSE, "final norm");
     gpu_rmsnorm_forward(g->lnf, NULL, g->rstdf, g->x_final, W32(g->t->final_norm), N, C, (float)d->eps, s);
     int pass0 = 0; /* the first row of the backward pass being gathered */
     for (int r0 = 0; r0 < N; r0 += g->head_rows) {
         int R = N - r0 < g->head_rows ? N - r0 : g->head_rows;
+        mark(g, STEP_DENSE, "head logits");
         gemm_rm(g->blas, 0, 1, R, V, C, g->lnf + (size_t)r0 * C, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->logits,
                 GEMM_F32, 1, 0);
+        mark(g, STEP_DENSE, "cross-entropy");
         gpu_cross_entropy(g->losses + r0, with_grad ? g->dlogits + (size_t)(r0 - pass0) * V : NULL, g->logits,
                           g->targets + r0, R, V, dloss_scale, s);
         const int end = r0 + R, next = N - end < g->head_rows ? N - end : g->head_rows;
         if (with_grad && (end == N || end - pass0 + next > g->head_grad_rows)) {
+            mark(g, STEP_DENSE, "head bwd");
             head_backward(g, pass0, end - pass0);
             pass0 = end;
         }
@@ -528,13 +538,13 @@ static double mean_loss(GpuModel *g) {
 static double forward(GpuModel *g, const int *inputs, const int *targets, int with_grad, float dloss_scale,
                       int64_t *load) {
     const ModelDims *d = g->d;
-    mark(g, STEP_DENSE);
+    mark(g, STEP_DENSE, "embedding");
     upload_batch(g, inputs, targets);
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
     for (int l = 0; l < d->L; l++) aux += layer_forward(g, l, with_grad);
-    mark(g, STEP_DENSE);
     head_forward(g, with_grad, dloss_scale);
+    mark(g, STEP_DENSE, "loss sum, host");
     const double loss = mean_loss(g); /* synchronises the stream */
     g->h_scalars[1] = aux + moe_tally(g, with_grad, load);
     return loss;
@@ -579,7 +589,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     const long NC = (long)N * C;
     cudaStream_t s = g->stream;
     /* FFN: dres holds d x_next and becomes d x_mid. */
-    mark(g, is_moe(g, l) ? STEP_MOE : STEP_DENSE);
+    mark(g, is_moe(g, l) ? STEP_MOE : STEP_DENSE, is_moe(g, l) ? "moe bwd" : "dense ffn bwd");
     if (!is_moe(g, l)) {
         gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
         gemm_rm(g->blas, 0, 1, N, I, C, g->dres_bf16, GEMM_BF16, W16(o->w_down), GEMM_BF16, g->dh, GEMM_F32, 1, 0);
@@ -600,23 +610,29 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
             moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work,
                                  a->ln2_f32, a->ln2, &w, N, s);
     }
-    mark(g, STEP_DENSE); /* d x_mid, and its bf16 copy for the attention's products */
+    mark(g, STEP_DENSE, "ffn norm bwd"); /* d x_mid, and its bf16 copy for the attention's products */
     gpu_rmsnorm_backward(g->dres, g->dres_bf16, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm),
                          a->rstd2, N, C, s);
     /* Attention: x_mid = x + atty @ wo; dres becomes d x. */
-    mark(g, STEP_ATTENTION);
+    mark(g, STEP_ATTENTION, "o proj dgrad");
     gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
+    mark(g, STEP_ATTENTION, "o proj wgrad");
     gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
+    mark(g, STEP_ATTENTION, "attention bwd");
     attention_backward_gpu(g->blas, g->attn, g->dq, g->dk, g->dv, g->datty, a->atty, a->attn_saved, a->q, a->k, a->v,
                            s);
+    mark(g, STEP_ATTENTION, "rope bwd");
     gpu_rope(g->dq, g->rope_table, g->B, g->T, d->Hq, d->D, 1, s);
     gpu_rope(g->dk, g->rope_table, g->B, g->T, d->Hkv, d->D, 1, s);
+    mark(g, STEP_ATTENTION, "q k v proj dgrad");
     gemm_rm(g->blas, 0, 1, N, C, QD, g->dq, GEMM_BF16, W16(o->wq), GEMM_BF16, g->dln, GEMM_F32, 1, 0);
     gemm_rm(g->blas, 0, 1, N, C, KD, g->dk, GEMM_BF16, W16(o->wk), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
     gemm_rm(g->blas, 0, 1, N, C, KD, g->dv, GEMM_BF16, W16(o->wv), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
+    mark(g, STEP_ATTENTION, "q k v proj wgrad");
     gemm_rm(g->blas, 1, 0, C, QD, N, a->ln1, GEMM_BF16, g->dq, GEMM_BF16, G32(o->wq), GEMM_F32, 1, 1);
     gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dk, GEMM_BF16, G32(o->wk), GEMM_F32, 1, 1);
     gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dv, GEMM_BF16, G32(o->wv), GEMM_F32, 1, 1);
+    mark(g, STEP_ATTENTION, "attn norm bwd");
     gpu_rmsnorm_backward(g->dres, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
                          a->rstd1, N, C, s);
 }
@@ -632,6 +648,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     double loss = forward(g, inputs, targets, 1, (float)(scaled / N), load);
     *aux = g->h_scalars[1];
     cudaStream_t s = g->stream;
+    mark(g, STEP_DENSE, "final norm bwd");
     cudaCheck(cudaMemsetAsync(g->dres, 0, sizeof(float) * (size_t)N * d->C, s));
     gpu_rmsnorm_backward(g->dres, NULL, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final,
                          W32(g->t->final_norm), g->rstdf, N, d->C, s);
@@ -639,7 +656,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
         layer_backward(g, l, scaled);
         if (last) reduce_layer(g, l, g->layer_done[l]);
     }
-    mark(g, STEP_DENSE);
+    mark(g, STEP_DENSE, "embedding bwd");
     cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, sizeof(int) * (size_t)N, cudaMemcpyHostToDevice, s));
     cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
                               cudaMemcpyHostToDevice, s));
@@ -649,7 +666,8 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     if (last) reduce_layer(g, -1, g->layer_done[d->L]);
     /* the last micro-batch's stream idles from here until the optimizer: the all-reduces run, and the host
      * sums the losses and loads over the ranks */
-    if (last) mark(g, STEP_ALLREDUCE);
+    if (last) mark(g, STEP_ALLREDUCE, "all-reduce wait");
+    else mark(g, STEP_DENSE, "host between batches"); /* the next micro-batch's loading: a gap */
     g->experts_unwritten = 0;
     g->timing = 0;
     /* The host arrays of the bucketing are reused by the next micro-batch: wait for the copies. */
@@ -665,7 +683,7 @@ double gpu_model_grad_norm(GpuModel *g) {
         cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
         cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
     }
-    step_timer_mark(&g->timer, STEP_OPTIMIZER);
+    step_timer_mark(&g->timer, STEP_OPTIMIZER, "grad norm");
     int nrep = 0, nexp = 0;
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
@@ -685,13 +703,16 @@ double gpu_model_grad_norm(GpuModel *g) {
 
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     const TrainConfig *tc = g->tc;
+    step_timer_mark(&g->timer, STEP_OPTIMIZER, "adamw");
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         size_t o = p->offset;
         gpu_adamw(g->params + o, g->params_bf16 + o, g->grads + o, g->adam_m + o, g->adam_v + o, (long)p->numel, lr,
                   tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
     }
-    step_timer_mark(&g->timer, STEP_OPTIMIZER); /* the end of the step's last interval */
+    step_timer_end(&g->timer);
 }
 
-void gpu_model_step_times(GpuModel *g, double ms[STEP_PARTS]) { step_timer_read(&g->timer, ms); }
+void gpu_model_profile(GpuModel *g, int on) { step_timer_profile(&g->timer, on); }
+
+void gpu_model_step_times(GpuModel *g, double ms[STEP_PARTS], OpTimes *ops) { step_timer_read(&g->timer, ms, ops); }

@@ -73,8 +73,11 @@ double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets);
 double gpu_model_grad_norm(GpuModel *g);
 /* AdamW over every tensor (gradients times grad_scale), refreshing the bf16 copies. t is 1-based. */
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t);
+/* Times the next steps op by op (on = 1) or stops (0): an event at every op's start, not only at a part's. */
+void gpu_model_profile(GpuModel *g, int on);
 /* After gpu_model_adamw: the step's stream time in milliseconds by part (gpu/step_timer.h), from
- * gpu_model_zero_grads to the optimizer's end; waits for the optimizer. */
-void gpu_model_step_times(GpuModel *g, double ms[STEP_PARTS]);
+ * gpu_model_zero_grads to the optimizer's end, and where ops is not NULL by op (n = 0 unless the step was
+ * profiled); waits for the optimizer. */
+void gpu_model_step_times(GpuModel *g, double ms[STEP_PARTS], OpTimes *ops);
 
 #endif

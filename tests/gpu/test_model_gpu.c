@@ -188,8 +188,79 @@ static void test_upload_bf16(void) {
     param_table_free(&t);
 }
 
+/* One training step of the model (zeroing, forward and backward, norm, AdamW) into the step timer's parts and ops. */
+static void timed_step(GpuModel *gm, const int *in, const int *tg, double ms[STEP_PARTS], OpTimes *ops) {
+    double aux = 0;
+    gpu_model_zero_grads(gm);
+    gpu_model_forward_backward(gm, in, tg, 1.0, 1, &aux, NULL);
+    gpu_model_adamw(gm, 1e-3, 1.0 / (1.0 + gpu_model_grad_norm(gm)), 1);
+    gpu_model_step_times(gm, ms, ops);
+}
+
+/* log.profile_step's table: a profiled step names every op, in the part it counts to, and its ops' times add up
+ * to its parts' (the same intervals, keyed by op: an op name under two parts shows); the steps before and after
+ * give no ops. */
+static void test_profile(void) {
+    if (!gpu_test_begin()) return;
+    ModelDims d = dims(0, 0);
+    ParamTable t;
+    param_table_build(&t, &d);
+    const int B = 2, T = 24, N = B * T;
+    GpuModel *gm = one_gpu_model(&d, &t, B, T);
+    gpu_model_init_state(gm, 5);
+    float *bias = calloc((size_t)d.L * d.E, sizeof(float));
+    gpu_model_set_expert_bias(gm, bias);
+    int in[48], tg[48];
+    uint64_t st = 3;
+    for (int n = 0; n < N; n++) in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)d.V), tg[n] = (int)(in[n] + 1) % d.V;
+    double ms[STEP_PARTS], pms[STEP_PARTS];
+    OpTimes *ops = malloc(sizeof *ops);
+    timed_step(gm, in, tg, ms, ops);
+    CHECK_MSG(ops->n == 0, "an unprofiled step gave %d ops", ops->n);
+    gpu_model_profile(gm, 1);
+    timed_step(gm, in, tg, pms, ops);
+    gpu_model_profile(gm, 0);
+    double by_part[STEP_PARTS] = {0}, parts = 0, all = 0;
+    for (int p = 0; p < STEP_PARTS; p++) parts += pms[p];
+    for (int i = 0; i < ops->n; i++) {
+        const OpTime *o = &ops->op[i];
+        CHECK_MSG(o->name && o->count >= 1 && o->ms >= 0 && o->part >= 0 && o->part < STEP_PARTS,
+                  "op %d (%s): %d calls, %.4f ms, part %d", i, o->name ? o->name : "?", o->count, o->ms, o->part);
+        by_part[o->part] += o->ms, all += o->ms;
+    }
+    CHECK_MSG(fabs(all - parts) <= 1e-6 * parts + 1e-3, "the ops' %.4f ms against the parts' %.4f", all, parts);
+    for (int p = 0; p < STEP_PARTS; p++) {
+        CHECK_MSG(fabs(by_part[p] - pms[p]) <= 1e-6 * parts + 1e-3, "part %s: its ops %.4f ms, the part %.4f ms",
+                  step_part_name(p), by_part[p], pms[p]);
+        CHECK_MSG(p == STEP_ALLREDUCE || pms[p] > 0, "part %s: no time in the profiled step", step_part_name(p));
+    }
+    /* the ops a 2-layer model with one MoE layer runs, with their calls a step */
+    const struct { const char *name; int part, calls; } want[] = {
+        {"zero grads", STEP_OPTIMIZER, 1}, {"attn norm", STEP_ATTENTION, 2}, {"attention fwd", STEP_ATTENTION, 2},
+        {"dense ffn fwd", STEP_DENSE, 1},  {"moe fwd", STEP_MOE, 1},         {"moe bwd", STEP_MOE, 1},
+        {"attention bwd", STEP_ATTENTION, 2}, {"head logits", STEP_DENSE, 1}, {"cross-entropy", STEP_DENSE, 1},
+        {"head bwd", STEP_DENSE, 1},       {"all-reduce wait", STEP_ALLREDUCE, 1}, {"grad norm", STEP_OPTIMIZER, 1},
+        {"adamw", STEP_OPTIMIZER, 1}};
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        int found = -1;
+        for (int i = 0; i < ops->n; i++)
+            if (strcmp(ops->op[i].name, want[w].name) == 0) found = i;
+        CHECK_MSG(found >= 0 && ops->op[found].part == want[w].part && ops->op[found].count == want[w].calls,
+                  "op \"%s\": %s, part %s, %d calls (want %s, %d)", want[w].name, found >= 0 ? "found" : "missing",
+                  found >= 0 ? step_part_name(ops->op[found].part) : "-", found >= 0 ? ops->op[found].count : 0,
+                  step_part_name(want[w].part), want[w].calls);
+    }
+    printf("      profiled step: %d ops, %.3f ms (the unprofiled step's parts %.3f ms)\n", ops->n, all,
+           ms[0] + ms[1] + ms[2] + ms[3] + ms[4]);
+    timed_step(gm, in, tg, ms, ops); /* profiling off again */
+    CHECK_MSG(ops->n == 0, "the step after the profile gave %d ops", ops->n);
+    gpu_model_destroy(gm);
+    free(ops), free(bias);
+    param_table_free(&t);
+}
+
 static void test_model_untied_softmax(void) { compare_model(0, 0); }
 static void test_model_tied_sigmoid(void) { compare_model(1, 1); }
 
 TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_upload_bf16),
-           TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid));
+           TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid), TEST_CASE(test_profile));
