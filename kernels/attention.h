@@ -106,9 +106,6 @@ void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_
                             const bf16_t *dout, const bf16_t *out, const void *saved, const bf16_t *q,
                             const bf16_t *k, const bf16_t *v, cudaStream_t stream);
 
-/* Shape of a workspace (for callers that check their buffers against it). */
-void attention_workspace_shape(const AttentionWorkspace *ws, int *B, int *T, int *Hq, int *Hkv, int *D);
-
 /* ------------------------------------------------------------------------------------------------
  * Kernel launchers of the cuBLAS path (kernels/attention.cu), used by its sequence. */
 

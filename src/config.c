@@ -707,5 +707,3 @@ void config_print_reference(FILE *out, bool markdown) {
         else fprintf(out, "  %-30s %-8s default %-10s valid %-22s %s\n", k->path, type, def, valid, k->doc);
     }
 }
-
-const char *config_backend_name(enum backend_kind b) { return backend_choices[b]; }

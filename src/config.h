@@ -128,6 +128,4 @@ static inline bool config_layer_is_moe(const MokcConfig *cfg, int layer) {
     return cfg->moe.num_experts > 0 && layer >= cfg->model.first_k_dense_replace;
 }
 
-const char *config_backend_name(enum backend_kind b);
-
 #endif

@@ -136,10 +136,6 @@ void attention_workspace_free(AttentionWorkspace *ws) {
     free(ws);
 }
 
-void attention_workspace_shape(const AttentionWorkspace *ws, int *B, int *T, int *Hq, int *Hkv, int *D) {
-    *B = ws->B, *T = ws->T, *Hq = ws->Hq, *Hkv = ws->Hkv, *D = ws->D;
-}
-
 /* ---- pointer rules (bytes). Row block i starts at row r0 = i*tb; column block j at c0 = j*tb. ---- */
 
 /* A (B*T, H*D) bf16 activation (q, out, dout, dq), query head h, rows from r0. */
