@@ -626,10 +626,12 @@ static StepStats train_step(Trainer *tr) {
     const MokcConfig *c = &tr->cfg;
     const ModelDims *d = &tr->dims;
     StepStats s = {0};
-    double t0 = mokc_now_seconds();
     s.profiled = tr->use_gpu && tr->step + 1 == c->log.profile_step;
 #ifdef MOKC_CUDA
-    if (s.profiled) gpu_model_profile(tr->gpu, 1);
+    if (s.profiled) gpu_model_profile(tr->gpu, 1); /* its events made before the step's clock starts */
+#endif
+    double t0 = mokc_now_seconds();
+#ifdef MOKC_CUDA
     if (tr->use_gpu) gpu_model_zero_grads(tr->gpu);
     else
 #endif

@@ -96,7 +96,7 @@ struct GpuModel {
     MoeMokSaved *moe_saved;       /* [L], MoE layers only: what the megakernel's backward reads */
     char moe_why[256];            /* why not the megakernel, when moe_impl "auto" fell back */
     int has_moe;
-    StepTimer timer;              /* the training step's parts (gpu_model_step_times) */
+    StepTimer timer;              /* the training step's parts, and a profiled step's ops (gpu_model_step_times) */
     int timing;                   /* a training step is running: mark its parts */
 };
 

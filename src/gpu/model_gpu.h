@@ -2,9 +2,9 @@
  * The whole model on the GPU: parameters (fp32 masters and their bf16 copies), gradients and AdamW
  * moments in the parameter table's flat layout, activations from one memory plan, and the forward
  * and backward of a micro-batch composed from the kernels (kernels/), cuBLAS (gpu/gemm.h) and
- * the MoE layer: unfused, or the megakernel's forward with the unfused backward (gpu/moe_mok.h,
- * gpu/moe_mok_bridge.h). Gradients are summed over the ranks by NCCL on a second stream, one
- * layer at a time as the backward finishes it, overlapped with the layers still to go.
+ * the MoE layer: unfused (gpu/moe_unfused.h), or the megakernel, forward and backward (gpu/moe_mok.h).
+ * Gradients are summed over the ranks by NCCL on a second stream, one layer at a time as the backward
+ * finishes it, overlapped with the layers still to go.
  * Same function as the CPU reference (src/cpu/model_cpu.h) with the numerics of DESIGN.md.
  */
 #ifndef MOKC_GPU_MODEL_H
@@ -21,9 +21,8 @@
 typedef struct GpuModel GpuModel;
 
 /* Builds the memory plan for micro-batch B x T, allocates it (printing nothing) and creates the
- * streams, handles and MoE layers: with moe_impl "auto" or "mok", the megakernel's forward (a
- * collective over comms->ep) and the unfused backward where the megakernel runs
- * (moe_mok_available: the shape on this GPU and build, the EP group in one NVLink domain), else
+ * streams, handles and MoE layers: with moe_impl "auto" or "mok", the megakernel (a collective over comms->ep)
+ * where it runs (moe_mok_available: the shape on this GPU and build, the EP group in one NVLink domain), else
  * the unfused layer ("auto"; gpu_model_moe_why says why) or a stop ("mok"). The model holds
  * pointers to d, t, dist and comms: they must outlive it. */
 GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainConfig *tc, const Dist *dist,

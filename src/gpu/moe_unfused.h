@@ -193,10 +193,10 @@ void moe_unfused_work_create(MoeUnfusedWork *w, const MoeGpuDims *d, int N_max, 
 void moe_unfused_work_destroy(MoeUnfusedWork *w);
 
 /* y (N, C) fp32 = MoE(x), overwritten, + residual (N, C) fp32 where not NULL (the residual stream's add, in the
- * combine's pass; residual is not y). x (N, C) fp32 feeds the
- * router; x_bf16 (N, C) is the same activation rounded to bf16 for the expert GEMMs, or NULL (the
- * layer rounds x itself). expert_bias (E) fp32 or NULL: selection only. Fills a (saved
- * activations, counts, aux_loss on the host). Synchronises `stream` once (see above). */
+ * combine's pass; residual is not y). x (N, C) fp32 feeds the router; x_bf16 (N, C) is the same activation
+ * rounded to bf16 for the expert GEMMs, or NULL (the layer rounds x itself). expert_bias (E) fp32 or NULL:
+ * selection only. Fills a (saved activations, counts, aux_loss on the host). Synchronises `stream` once (see
+ * above). */
 void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x,
                          const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
                          cudaStream_t stream);

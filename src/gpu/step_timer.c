@@ -57,10 +57,11 @@ void step_timer_mark(StepTimer *t, StepPart part, const char *op) {
 
 void step_timer_end(StepTimer *t) { record(t, STEP_OPTIMIZER, "end"); }
 
-/* ops' entry for name (added at the end when new). */
+/* ops' entry for (name, part) (added at the end when new). */
 static OpTime *op_entry(OpTimes *ops, const char *name, int part) {
     for (int i = 0; i < ops->n; i++)
-        if (ops->op[i].name == name || strcmp(ops->op[i].name, name) == 0) return &ops->op[i];
+        if (ops->op[i].part == part && (ops->op[i].name == name || strcmp(ops->op[i].name, name) == 0))
+            return &ops->op[i];
     if (ops->n == STEP_OPS_MAX)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "step_timer_read: more than %d op names in a profiled step (internal)",
                  STEP_OPS_MAX);

@@ -330,8 +330,8 @@ static void test_rmsnorm_backward(void) {
         gpu_rmsnorm_backward(d_dx, NULL, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx2 = dl_f32(d_dx, n), *dw2 = dl_f32(d_dw, C);
         CHECK_MSG(bits_equal(dx, dx2, (size_t)n * 4) && bits_equal(dw, dw2, (size_t)C * 4),
-                  "rmsnorm_backward N=%d C=%d: second run (dx_bf16 = NULL) differs (dx %ld, dweight %ld elements)", N, C,
-                  count_bit_mismatch_f32(dx, dx2, n), count_bit_mismatch_f32(dw, dw2, C));
+                  "rmsnorm_backward N=%d C=%d: second run (dx_bf16 = NULL) differs (dx %ld, dweight %ld elements)",
+                  N, C, count_bit_mismatch_f32(dx, dx2, n), count_bit_mismatch_f32(dw, dw2, C));
         /* a third with scratch and dx_bf16 one element off alignment: the element-wise form (other channels a
          * thread, so other bits), against the reference, its bf16 copy the cast of its dx */
         cudaCheck(cudaMemcpy(d_dx, dx0, (size_t)n * 4, cudaMemcpyHostToDevice));
@@ -342,8 +342,8 @@ static void test_rmsnorm_backward(void) {
         void *dxb3 = dl_raw(d_dxb + 1, (size_t)n * 2), *cast3 = dl_raw(d_cast, (size_t)n * 2);
         const double e_dx3 = rel_error_increment(dx3, dx_ref, dx0, n), e_dw3 = rel_error_increment(dw3, dw_ref, dw0, C);
         CHECK_MSG(e_dx3 < F32_TOL && e_dw3 < F32_TOL && bits_equal(dxb3, cast3, (size_t)n * 2),
-                  "rmsnorm_backward N=%d C=%d, element-wise form: dx rel error %.3g, dweight %.3g, or dx_bf16 not bf16(dx)",
-                  N, C, e_dx3, e_dw3);
+                  "rmsnorm_backward N=%d C=%d, element-wise form: dx rel error %.3g, dweight %.3g, or dx_bf16 not "
+                  "bf16(dx)", N, C, e_dx3, e_dw3);
         cudaFree(d_x), cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_dx), cudaFree(d_dw), cudaFree(d_s);
         cudaFree(d_dxb), cudaFree(d_cast);
         free(x), free(w), free(g), free(dx0), free(dw0), free(tmp), free(rstd), free(dx_ref), free(dw_ref);

@@ -355,13 +355,15 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     gpu_download(cnt_unf, a.counts, (size_t)E * sizeof(int));
     const double err_unf_cpu = rel_error_f(y_unf, P.y_cpu, ny);
     /* the residual stream's add in the combine: the unfused layer's, then each tile's below */
-    float *res_h = gpu_rand_array(ny, 4.0f, 0), *res = gpu_upload(res_h, (size_t)ny * sizeof(float));
+    float *res_h = gpu_rand_array(ny + 1, 4.0f, 0), *res = gpu_upload(res_h, (size_t)(ny + 1) * sizeof(float));
     float *y_res = mallocCheck((size_t)ny * sizeof(float));
-    y_d = gpu_poisoned((size_t)ny * sizeof(float));
-    moe_unfused_forward(y_d, res, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
-    gpu_download(y_res, y_d, (size_t)ny * sizeof(float));
-    cudaCheck(cudaFree(y_d));
-    check_residual(s, "unfused", y_res, y_unf, res_h);
+    for (int off = 0; off < 2; off++) { /* off 1: the residual off 16-byte alignment, the combine's element-wise form */
+        y_d = gpu_poisoned((size_t)ny * sizeof(float));
+        moe_unfused_forward(y_d, res + off, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
+        gpu_download(y_res, y_d, (size_t)ny * sizeof(float));
+        cudaCheck(cudaFree(y_d));
+        check_residual(s, off ? "unfused, residual off alignment" : "unfused", y_res, y_unf, res_h + off);
+    }
 
     /* The first run of each tile; the two mma.sync tiles share bits, so they share a slot. */
     enum { MAX_TILES = 8 };
