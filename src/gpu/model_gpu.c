@@ -556,6 +556,11 @@ double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets) {
 
 /* ---------- backward ---------- */
 
+/* The communicator that sums a tensor's gradient over the ranks (reduce_layer), NULL for none. */
+static ncclComm_t grad_comm(const GpuModel *g, const ParamInfo *p) {
+    return g->comms->world ? (p->kind == PARAM_EXPERT ? g->comms->dp : g->comms->world) : NULL;
+}
+
 /* Starts summing one layer's gradients (or the embedding/head tensors: layer -1) over the ranks
  * once the compute stream has produced them. Replicated tensors sum over the world, expert
  * tensors over the ranks holding the same experts; the loss was pre-scaled by 1/world.
@@ -573,7 +578,7 @@ static void reduce_layer(GpuModel *g, int layer, cudaEvent_t ready) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         if (p->layer != layer) continue;
-        ncclComm_t comm = p->kind == PARAM_EXPERT ? c->dp : c->world;
+        ncclComm_t comm = grad_comm(g, p);
         if (!comm) continue;
         ncclCheck(ncclAllReduce(g->grads + p->offset, g->grads + p->offset, p->numel, ncclFloat, ncclSum, comm,
                                 g->comm_stream));
@@ -679,16 +684,25 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
 
 double gpu_model_grad_norm(GpuModel *g) {
     cudaStream_t s = g->stream;
-    if (g->comms->world) { /* the wait counts to the exposed all-reduce the last micro-batch began */
-        cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
-        cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
-    }
-    step_timer_mark(&g->timer, STEP_OPTIMIZER, "grad norm");
+    /* Each tensor's partials go to a slot of their own (replicated tensors from the front, experts from the back), so
+     * the order of the launches leaves the sums' bits alone. The tensors no all-reduce touches go first (at EP > 1
+     * with one data-parallel replica, the experts: most of the bytes), under the all-reduces the last micro-batch
+     * began; the others after waiting for them. */
     int nrep = 0, nexp = 0;
-    for (int i = 0; i < g->t->count; i++) {
-        const ParamInfo *p = &g->t->items[i];
-        int slot = p->kind == PARAM_EXPERT ? g->t->count - 1 - nexp++ : nrep++;
-        gpu_sumsq_partials(g->partials + (size_t)slot * REDUCE_PARTIALS, g->grads + p->offset, (long)p->numel, s);
+    for (int reduced = 0; reduced < 2; reduced++) {
+        if (reduced && g->comms->world) { /* the wait counts to the exposed all-reduce */
+            step_timer_mark(&g->timer, STEP_ALLREDUCE, "all-reduce wait");
+            cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
+            cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
+        }
+        step_timer_mark(&g->timer, STEP_OPTIMIZER, "grad norm");
+        nrep = nexp = 0;
+        for (int i = 0; i < g->t->count; i++) {
+            const ParamInfo *p = &g->t->items[i];
+            const int slot = p->kind == PARAM_EXPERT ? g->t->count - 1 - nexp++ : nrep++;
+            if ((grad_comm(g, p) != NULL) != reduced) continue;
+            gpu_sumsq_partials(g->partials + (size_t)slot * REDUCE_PARTIALS, g->grads + p->offset, (long)p->numel, s);
+        }
     }
     /* Replicated tensors' partials fill the front slots, expert tensors' the back ones. */
     gpu_sum_f64(g->scalars, g->partials, (long)nrep * REDUCE_PARTIALS, 0, s);
