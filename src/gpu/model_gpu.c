@@ -689,8 +689,8 @@ double gpu_model_grad_norm(GpuModel *g) {
      * with one data-parallel replica, the experts: most of the bytes), under the all-reduces the last micro-batch
      * began; the others after waiting for them. */
     int nrep = 0, nexp = 0;
-    for (int reduced = 0; reduced < 2; reduced++) {
-        if (reduced && g->comms->world) { /* the wait counts to the exposed all-reduce */
+    for (int reduced = 0; reduced < (g->comms->world ? 2 : 1); reduced++) {
+        if (reduced) { /* the wait counts to the exposed all-reduce */
             step_timer_mark(&g->timer, STEP_ALLREDUCE, "all-reduce wait");
             cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
             cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
