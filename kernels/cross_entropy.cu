@@ -70,7 +70,9 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (threadIdx.x == 0) losses[row] = lse - x[target];
     if (!dlogits) return;
     __nv_bfloat16 *d = dlogits + row * V;
-    for (int j = threadIdx.x * VEC; j < V; j += blockDim.x * VEC) {
+    /* backwards: the row's end, read last, is the part still in L2 (the rows in flight do not all fit) */
+    const int step = blockDim.x * VEC, first = threadIdx.x * VEC;
+    for (int j = first < V ? first + (V - 1 - first) / step * step : -1; j >= 0; j -= step) {
         float v[VEC];
         load_f32<VEC>(v, x + j);
 #pragma unroll
