@@ -73,7 +73,9 @@ struct GpuModel {
     float *expert_bias;           /* (L, E) */
     /* inputs */
     int *tokens, *targets, *emb_order, *emb_start, *emb_id;
-    int *h_order, *h_start, *h_id;
+    /* their host side (pinned): a micro-batch's are copied at its start, and the forward's loss waits for the
+     * stream, so the next micro-batch may rewrite them while this one's backward runs */
+    int *h_tokens, *h_targets, *h_order, *h_start, *h_id;
     int emb_buckets;
     /* activations */
     LayerActs *layers;
@@ -259,9 +261,8 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     size_t grad_rows = (chunks < 1 ? 1 : chunks) * (size_t)g->head_rows;
     g->head_grad_rows = grad_rows > (size_t)g->N ? g->N : (int)grad_rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
-    g->h_order = mallocCheck(sizeof(int) * (size_t)g->N);
-    g->h_start = mallocCheck(sizeof(int) * (size_t)(g->N + 1));
-    g->h_id = mallocCheck(sizeof(int) * (size_t)g->N);
+    int **pinned[] = {&g->h_tokens, &g->h_targets, &g->h_order, &g->h_start, &g->h_id};
+    for (int i = 0; i < 5; i++) cudaCheck(cudaMallocHost((void **)pinned[i], sizeof(int) * (size_t)(g->N + 1)));
     cudaCheck(cudaMallocHost((void **)&g->h_scalars, 4 * sizeof(double)));
     plan_model(g);
     memory_plan_allocate(&g->plan);
@@ -307,7 +308,9 @@ void gpu_model_destroy(GpuModel *g) {
     cudaStreamDestroy(g->comm_stream);
     memory_plan_free(&g->plan);
     cudaFreeHost(g->h_scalars);
-    free(g->h_order), free(g->h_start), free(g->h_id), free(g->layers);
+    int *pinned[] = {g->h_tokens, g->h_targets, g->h_order, g->h_start, g->h_id};
+    for (int i = 0; i < 5; i++) cudaFreeHost(pinned[i]);
+    free(g->layers);
     free(g);
 }
 
@@ -410,10 +413,24 @@ static MoeGpuGrads moe_grads(GpuModel *g, const LayerOffsets *o) {
     return w;
 }
 
-static void upload_batch(GpuModel *g, const int *inputs, const int *targets) {
-    size_t bytes = sizeof(int) * (size_t)g->N;
-    cudaCheck(cudaMemcpyAsync(g->tokens, inputs, bytes, cudaMemcpyHostToDevice, g->stream));
-    if (targets) cudaCheck(cudaMemcpyAsync(g->targets, targets, bytes, cudaMemcpyHostToDevice, g->stream));
+/* A micro-batch's tokens and targets (NULL: none) to the GPU through the pinned host side; with_grad: also the
+ * embedding backward's buckets of its tokens. Asynchronous: the forward's loss waits for the copies. */
+static void upload_batch(GpuModel *g, const int *inputs, const int *targets, int with_grad) {
+    const int N = g->N;
+    const size_t bytes = sizeof(int) * (size_t)N;
+    cudaStream_t s = g->stream;
+    memcpy(g->h_tokens, inputs, bytes);
+    cudaCheck(cudaMemcpyAsync(g->tokens, g->h_tokens, bytes, cudaMemcpyHostToDevice, s));
+    if (targets) {
+        memcpy(g->h_targets, targets, bytes);
+        cudaCheck(cudaMemcpyAsync(g->targets, g->h_targets, bytes, cudaMemcpyHostToDevice, s));
+    }
+    if (!with_grad) return;
+    g->emb_buckets = embedding_buckets_build(inputs, N, g->d->V, g->h_order, g->h_start, g->h_id);
+    cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, bytes, cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
+                              cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaMemcpyAsync(g->emb_id, g->h_id, sizeof(int) * (size_t)g->emb_buckets, cudaMemcpyHostToDevice, s));
 }
 
 /* One layer forward; returns its aux loss (0 for a dense layer). with_grad: a backward follows, so
@@ -539,7 +556,7 @@ static double forward(GpuModel *g, const int *inputs, const int *targets, int wi
                       int64_t *load) {
     const ModelDims *d = g->d;
     mark(g, STEP_DENSE, "embedding");
-    upload_batch(g, inputs, targets);
+    upload_batch(g, inputs, targets, with_grad);
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
     for (int l = 0; l < d->L; l++) aux += layer_forward(g, l, with_grad);
@@ -649,7 +666,6 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     /* Ranks' gradients are summed, so each carries 1/world of the mean. */
     double scaled = dloss / g->dist->world;
     g->timing = 1;
-    g->emb_buckets = embedding_buckets_build(inputs, N, d->V, g->h_order, g->h_start, g->h_id);
     double loss = forward(g, inputs, targets, 1, (float)(scaled / N), load);
     *aux = g->h_scalars[1];
     cudaStream_t s = g->stream;
@@ -662,21 +678,16 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
         if (last) reduce_layer(g, l, g->layer_done[l]);
     }
     mark(g, STEP_DENSE, "embedding bwd");
-    cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, sizeof(int) * (size_t)N, cudaMemcpyHostToDevice, s));
-    cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
-                              cudaMemcpyHostToDevice, s));
-    cudaCheck(cudaMemcpyAsync(g->emb_id, g->h_id, sizeof(int) * (size_t)g->emb_buckets, cudaMemcpyHostToDevice, s));
     gpu_embedding_backward(G32(g->t->tok_emb), g->dres, g->emb_order, g->emb_start, g->emb_id, g->emb_buckets, d->C,
                            s);
     if (last) reduce_layer(g, -1, g->layer_done[d->L]);
     /* the last micro-batch's stream idles from here until the optimizer: the all-reduces run, and the host
      * sums the losses and loads over the ranks */
     if (last) mark(g, STEP_ALLREDUCE, "all-reduce wait");
-    else mark(g, STEP_DENSE, "host between batches"); /* the next micro-batch's loading: a gap */
+    else mark(g, STEP_DENSE, "host between batches"); /* what the stream waits for the next micro-batch's launches */
     g->experts_unwritten = 0;
     g->timing = 0;
-    /* The host arrays of the bucketing are reused by the next micro-batch: wait for the copies. */
-    cudaCheck(cudaStreamSynchronize(s));
+    /* No wait for the stream: the host loads the next micro-batch while this backward runs (upload_batch). */
     return loss;
 }
 
