@@ -2,8 +2,9 @@
 # the first issue-11 measurement since s23 r1 (9147800, 39.2 %). Changes since that run: the RMSNorm backward with
 # a row in registers and no cast pass (c4deeaa; -6 ms a step at EP2 in s23 r4), the MoE output added in its combine
 # (c94a848), the gradient norm's expert partials under the all-reduce (78b32ed; predicted -4.5 ms a step at EP2),
-# the backwards cross-entropy pass (65a5077; -0.2 ms a step). Predicted: mokc-small ≈ 742-750 ms a step, MFU
-# ≈ 39.5-39.9 % over steps 20-100; the two mok curves bitwise equal; each run's step 15 op table in its log.
+# the backwards cross-entropy pass (65a5077; -0.2 ms a step), no host gap between micro-batches (s24 r7: -1.6 to
+# -4.9 ms a step on one GPU). Predicted: mokc-small ≈ 738-748 ms a step, MFU ≈ 39.6-40.2 % over steps 20-100; the
+# two mok curves bitwise equal; each run's step 15 op table in its log ("host between batches" ≈ 0).
 # Copy to .deps/, set .deps/rev to the commit, and run with carry [".deps"] on nvidia-h200-x2 (≈ 6 minutes).
 for f in .deps/*.deb; do dpkg -x $f /; done; ldconfig
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
