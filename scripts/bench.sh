@@ -6,8 +6,9 @@
 #  - a short training run of configs/mokc-small.json (EP over the GPUs; on one GPU configs/mokc-small-1gpu.json,
 #    its layers that fit one H200) with the megakernel, twice (the two loss curves must be bitwise equal: the
 #    run fails otherwise), and once with the unfused layer; on 4 or more GPUs also with EP over half of them
-#    and DP2 (the same global batch: issue 13's EP4 x DP2). Step 15 of each run (before the averaged window of
-#    steps 20-100) is timed op by op (log.profile_step: the table in the log, op_ms in the record).
+#    and DP2 (the same global batch: issue 13's EP4 x DP2). One step of each run before the steps the summary
+#    averages (step 15 of 100: the summary's are 20-100) is timed op by op (log.profile_step: the table in the
+#    log, op_ms in the record); none in runs too short to have such a step.
 # The training data is this repository's own text as byte ids in the model's vocabulary (nothing is
 # downloaded). Usage: scripts/bench.sh [OUT (bench/results/<date>-<N>x<GPU>)]; STEPS (100) sets the
 # training steps, GPUS (all visible) the ranks. Needs a CUDA build (make) and GPUs.
@@ -19,7 +20,8 @@ command -v nvidia-smi > /dev/null || { echo "bench.sh: no nvidia-smi: it runs on
 gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
 [ "$gpus" -ge 1 ] || { echo "bench.sh: no GPU visible"; exit 1; }
 steps=${STEPS:-100}
-profile=$(( steps < 15 ? steps : 15 ))
+skip=$(( steps / 2 < 19 ? steps / 2 : 19 )) # the steps the summary leaves out (src/train.c)
+profile=$(( skip < 15 ? skip : 15 ))
 model=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | sed 's/NVIDIA //; s/[^A-Za-z0-9]//g')
 out=${1:-bench/results/$(date -u +%Y-%m-%d)-${gpus}x$model}
 mkdir -p "$out/records" "$out/logs" || exit 1
