@@ -42,11 +42,24 @@
 #include "gpu/moe_unfused.h"
 #include "gpu/step_timer.h"
 
-/* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes. */
-#define HEAD_CHUNK_BYTES (1024ull << 20)
+/* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes (a micro-batch of 8192 rows at
+ * V = 151936 in 4 chunks of 2048: head_chunk_rows). */
+#define HEAD_CHUNK_BYTES (1280ull << 20)
 /* The bf16 dlogits the head's backward takes in one pass (whole chunks): under this many bytes, so fewer than 2^31
  * elements (all 8192 rows of a micro-batch at V = 151936 in one pass). */
 #define HEAD_GRAD_BYTES (3072ull << 20)
+
+/* The rows of a chunk of the head's logits for N rows of V: the fewest chunks under HEAD_CHUNK_BYTES, as even as whole
+ * 128-row tiles allow (1664, 1664, 1664, 1664, 1536 had left the last GEMM with a short tail). */
+static int head_chunk_rows(int N, int V) {
+    size_t most = HEAD_CHUNK_BYTES / ((size_t)V * sizeof(float));
+    if (most >= 128) most -= most % 128; /* whole 128-row tiles for the head's GEMMs */
+    if (most < 1) most = 1;
+    if (most >= (size_t)N) return N;
+    const size_t chunks = ((size_t)N + most - 1) / most, even = ((size_t)N + chunks - 1) / chunks;
+    const size_t rows = most >= 128 ? (even + 127) / 128 * 128 : even; /* <= most: most is a multiple of 128 */
+    return (int)rows;
+}
 
 typedef struct {
     float *x_in, *rstd1, *x_mid, *rstd2, *ln2_f32;
@@ -254,9 +267,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
                        gemm_sm90_rope_ok(g->N, d->Hkv * d->D, d->C, d->D, &why);
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
-    size_t rows = HEAD_CHUNK_BYTES / ((size_t)d->V * sizeof(float));
-    if (rows >= 128) rows -= rows % 128; /* whole 128-row tiles for the head's GEMMs */
-    g->head_rows = rows < 1 ? 1 : rows > (size_t)g->N ? g->N : (int)rows;
+    g->head_rows = head_chunk_rows(g->N, d->V);
     size_t chunks = HEAD_GRAD_BYTES / ((size_t)d->V * sizeof(bf16_t)) / (size_t)g->head_rows;
     size_t grad_rows = (chunks < 1 ? 1 : chunks) * (size_t)g->head_rows;
     g->head_grad_rows = grad_rows > (size_t)g->N ? g->N : (int)grad_rows;
