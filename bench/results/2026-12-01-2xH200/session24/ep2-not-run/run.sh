@@ -3,7 +3,8 @@
 # a row in registers and no cast pass (c4deeaa; -6 ms a step at EP2 in s23 r4), the MoE output added in its combine
 # (c94a848), the gradient norm's expert partials under the all-reduce (78b32ed; predicted -4.5 ms a step at EP2),
 # the backwards cross-entropy pass (65a5077; -0.2 ms a step), no host gap between micro-batches (s24 r7: -1.6 to
-# -4.9 ms a step on one GPU). Predicted: mokc-small ≈ 738-748 ms a step, MFU ≈ 39.6-40.2 % over steps 20-100; the
+# -4.9 ms a step on one GPU), the head's logits in 4 x 2048-row chunks (r9: -0.6 ms). Predicted: mokc-small
+# ≈ 737-747 ms a step, MFU ≈ 39.7-40.2 % over steps 20-100; the
 # two mok curves bitwise equal; each run's step 15 op table in its log ("host between batches" ≈ 0).
 # Copy to .deps/, set .deps/rev to the commit, and run with carry [".deps"] on nvidia-h200-x2 (≈ 6 minutes).
 for f in .deps/*.deb; do dpkg -x $f /; done; ldconfig
