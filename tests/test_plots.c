@@ -1,7 +1,8 @@
 /*
  * The README's charts are what scripts/plot makes of the committed run records (`make plots`):
  * rendered again into a scratch directory, each must equal its committed file byte for byte, and
- * a file that is not a run record is refused with a message naming it. Skipped where no python3
+ * a file that is not a run record is refused with a message naming it; the op-by-op chart is drawn
+ * for a record with a profiled step, and only then. Skipped where no python3
  * has matplotlib (CI installs Debian's python3-matplotlib); the comparison is skipped where the
  * matplotlib or FreeType differs from the ones that drew the committed charts (rendered-with.txt):
  * those draw other bytes.
@@ -72,5 +73,32 @@ static void test_plot_refuses_a_file_that_is_not_a_record(void) {
     CHECK_STR_CONTAINS(out, "not-a-record.jsonl has no header line");
 }
 
+/* ops.png: drawn from a training record whose profiled step carries op_ms, and not from one without. */
+static void test_plot_draws_the_profiled_step(void) {
+    if (!have_matplotlib()) {
+        test_skip("no python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+        return;
+    }
+    static const char *const header =
+        "{\"record\": \"mokc run\", \"command\": \"train\", \"argv\": [\"mokc\", \"train\", \"tiny.json\"], "
+        "\"backend\": \"cuda\", \"world\": {\"ranks\": 1}}\n";
+    static const char *const step1 = "{\"step\": 1, \"loss\": 3.5}\n";
+    static const char *const step2 =
+        "{\"step\": 2, \"loss\": 3.25, \"op_ms\": {\"moe bwd\": {\"part\": \"moe\", \"calls\": 2, \"ms\": 5.5}, "
+        "\"adamw\": {\"part\": \"optimizer\", \"calls\": 1, \"ms\": 2.0}}}\n";
+    const char *dir = test_tmpdir();
+    for (int profiled = 0; profiled < 2; profiled++) {
+        char path[4300], text[1024], args[9000], cmd[9200], out[4096];
+        snprintf(path, sizeof path, "%s/train-%d.jsonl", dir, profiled);
+        snprintf(text, sizeof text, "%s%s%s", header, step1, profiled ? step2 : "{\"step\": 2, \"loss\": 3.25}\n");
+        test_write_file(path, "%s", text);
+        snprintf(args, sizeof args, "scripts/plot --out %s/charts-%d %s", dir, profiled, path);
+        CHECK_EQ_INT(test_run(with_matplotlib(cmd, sizeof cmd, args), out, sizeof out), 0);
+        snprintf(cmd, sizeof cmd, "test -s %s/charts-%d/ops.png", dir, profiled);
+        CHECK_MSG((test_run(cmd, out, sizeof out) == 0) == profiled, "ops.png %s for a record %s op_ms",
+                  profiled ? "missing" : "drawn", profiled ? "with" : "without");
+    }
+}
+
 TEST_SUITE(plots, TEST_CASE(test_committed_charts_render_from_records),
-           TEST_CASE(test_plot_refuses_a_file_that_is_not_a_record));
+           TEST_CASE(test_plot_refuses_a_file_that_is_not_a_record), TEST_CASE(test_plot_draws_the_profiled_step));
