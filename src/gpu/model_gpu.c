@@ -273,7 +273,8 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->head_grad_rows = grad_rows > (size_t)g->N ? g->N : (int)grad_rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
     int **pinned[] = {&g->h_tokens, &g->h_targets, &g->h_order, &g->h_start, &g->h_id};
-    for (int i = 0; i < 5; i++) cudaCheck(cudaMallocHost((void **)pinned[i], sizeof(int) * (size_t)(g->N + 1)));
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
+        cudaCheck(cudaMallocHost((void **)pinned[i], sizeof(int) * (size_t)(g->N + 1)));
     cudaCheck(cudaMallocHost((void **)&g->h_scalars, 4 * sizeof(double)));
     plan_model(g);
     memory_plan_allocate(&g->plan);
@@ -320,7 +321,7 @@ void gpu_model_destroy(GpuModel *g) {
     memory_plan_free(&g->plan);
     cudaFreeHost(g->h_scalars);
     int *pinned[] = {g->h_tokens, g->h_targets, g->h_order, g->h_start, g->h_id};
-    for (int i = 0; i < 5; i++) cudaFreeHost(pinned[i]);
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) cudaFreeHost(pinned[i]);
     free(g->layers);
     free(g);
 }
