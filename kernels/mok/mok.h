@@ -156,7 +156,8 @@ typedef struct {
  * [3 + 3 kind] epilogue; the producer: [MOK_TRACE_PRODUCER + kind] waiting on the protocol's
  * counters; [MOK_TRACE_EPI + 0..3] the sections of the first kind's epilogue (backward, dgrad:
  * staging, SwiGLU, stores, release; forward, gate/up: pre_gate and pre_up staged, stored, the
- * SwiGLU, h stored and the release). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
+ * SwiGLU, h stored and the release); [MOK_TRACE_PUSH + 0..2] those of the pushes (forward
+ * down, backward dx). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
  * dispatch warps from start to their last row, [MOK_TRACE_FWD_SPAN] consumer 0 from start to its
  * last task (the spread over blocks is the tail). [MOK_TRACE_WAIT + kind]: the part of [0] spent
  * waiting for a task of that kind (skipped tasks' waits stay in [0] only). [MOK_TRACE_LATE]: tasks not
@@ -173,6 +174,7 @@ typedef struct {
 #define MOK_TRACE_EPI 17
 #define MOK_TRACE_WAIT 21 /* 4 slots: waiting for tasks, by the kind that came */
 #define MOK_TRACE_LATE 25 /* 2 slots: tasks not in the ring when asked for, and their waits */
+#define MOK_TRACE_PUSH 27 /* 3 slots: the push epilogues' (down, dx) staging acquired, rows staged, copies issued */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

@@ -527,7 +527,8 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                     sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t,
                                    [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
                     clock.mma_done();
-                    sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.ni * 256, p.y_off);
+                    sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.ni * 256, p.y_off,
+                               clock.epilogue_trace());
                 }
             } else {
                 const int cnt = k.rows.nrows;

@@ -245,7 +245,8 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
                 sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t,
                                [&] { sm90_push_prefetch(p, sm.bars, w, r0, nrows); });
                 clock.mma_done();
-                sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.nt * 256, p.y_off);
+                sm90_push_rows(p, acc, stg, sm.bars, w, nrows, k.nt * 256, p.y_off,
+                               clock.epilogue_trace());
             } else {
                 sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
                 clock.mma_done();

@@ -137,16 +137,18 @@ __device__ __forceinline__ void sm90_wait(const Sm90Watch &wd, uint64_t *bar, un
 }
 
 /* The traced builds' section timer of an epilogue: lap(i) adds the time since the previous lap
- * (or the start) to tr[MOK_TRACE_EPI + i]; with tr == nullptr (untraced, or not the block's
- * timekeeper) it does nothing. */
+ * (or the start) to tr[base + i] (MOK_TRACE_EPI: the first kind's epilogue; MOK_TRACE_PUSH: the
+ * pushes); with tr == nullptr (untraced, or not the block's timekeeper) it does nothing. */
 struct Sm90Laps {
     unsigned long long *tr;
     long long ts;
-    __device__ __forceinline__ explicit Sm90Laps(unsigned long long *t) : tr(t), ts(t ? mok_globaltimer() : 0) {}
+    int base;
+    __device__ __forceinline__ explicit Sm90Laps(unsigned long long *t, int base_ = MOK_TRACE_EPI)
+        : tr(t), ts(t ? mok_globaltimer() : 0), base(base_) {}
     __device__ __forceinline__ void lap(int slot) {
         if (!tr) return;
         const long long now = mok_globaltimer();
-        tr[MOK_TRACE_EPI + slot] += now - ts;
+        tr[base + slot] += now - ts;
         ts = now;
     }
 };
@@ -194,6 +196,7 @@ struct Sm90TaskClock {
         unsigned long long *out = trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;
         for (int i = 0; i < 1 + 3 * n_kinds; i++) out[i] = tr[i];
         for (int i = MOK_TRACE_EPI; i < MOK_TRACE_EPI + 4; i++) out[i] = tr[i];
+        for (int i = MOK_TRACE_PUSH; i < MOK_TRACE_PUSH + 3; i++) out[i] = tr[i];
         for (int i = MOK_TRACE_WAIT; i < MOK_TRACE_WAIT + n_kinds; i++) out[i] = tr[i];
         out[MOK_TRACE_LATE] = tr[MOK_TRACE_LATE];
         out[MOK_TRACE_LATE + 1] = tr[MOK_TRACE_LATE + 1];
@@ -544,8 +547,10 @@ __device__ __forceinline__ void sm90_push_prefetch(const P &p, Sm90Bars *bars, i
  * (sm90_staging_acquire), the end of the kernel for the writes (sm90_push_drain). */
 template <class P>
 __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[128], __nv_bfloat16 *stg, Sm90Bars *bars,
-                                               int w, int nrows, int col0, size_t off) {
+                                               int w, int nrows, int col0, size_t off, unsigned long long *tr) {
+    Sm90Laps laps(tr, MOK_TRACE_PUSH); /* tr: the traced build's timekeeper only */
     sm90_staging_acquire(w);
+    laps.lap(0);
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
 #pragma unroll
     for (int i = 0; i < 32; i++)
@@ -555,6 +560,7 @@ __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[12
                 sm90_pair(acc, i, half);
     mok_fence_proxy_async_shared(); /* the bulk copies read it */
     sm90_named_sync(2 + w, 128);
+    laps.lap(1);
     if (tid < 32) {
         mok_cp_async_wait0(); /* this lane's slots */
         const unsigned bytes = 2u * (unsigned)min(256, p.C - col0);
@@ -569,6 +575,7 @@ __device__ __forceinline__ void sm90_push_rows(const P &p, const float (&acc)[12
         }
         mok_bulk_commit();
     }
+    laps.lap(2);
 }
 
 /* Consumer w, at its end: every pushed row has landed. */
