@@ -72,6 +72,15 @@ __device__ __forceinline__ void swiglu_backward_f32(float d, float g, float u, f
     du = d * g * s;
 }
 
+/* RoPE's rotation of one pair (a at column i, b at i + D/2) by the angle whose cosine is c and sine
+ * sk (the table's sine, negated for the inverse), rounded as written (no FMA contraction): the float
+ * math of the CPU reference's rope_apply. rope.cu and the q/k projection tile's epilogue share it,
+ * so they give the same bits. */
+__device__ __forceinline__ void rope_rotate(float a, float b, float c, float sk, float &x1, float &x2) {
+    x1 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sk));
+    x2 = __fadd_rn(__fmul_rn(a, sk), __fmul_rn(b, c));
+}
+
 /* Eight bf16 (16 bytes) to floats and back, in address order. */
 __device__ __forceinline__ void unpack_bf16x8(float (&v)[8], uint4 u) {
     v[0] = bf16_lo(u.x);

@@ -44,11 +44,8 @@ __global__ void rope_kernel(__nv_bfloat16 *x, const float *table, long rows, int
         load_f32<VEC>(s, sp);
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
-            const float sk = sign * s[k], a = x1[k], b = x2[k];
-            /* explicit roundings (no FMA contraction): the float math of the CPU reference, and
-             * the same bits on the vector and the element path */
-            x1[k] = __fsub_rn(__fmul_rn(a, c[k]), __fmul_rn(b, sk));
-            x2[k] = __fadd_rn(__fmul_rn(a, sk), __fmul_rn(b, c[k]));
+            const float a = x1[k], b = x2[k];
+            rope_rotate(a, b, c[k], sign * s[k], x1[k], x2[k]);
         }
         store_bf16<VEC>(x1p, x1);
         store_bf16<VEC>(x2p, x2);

@@ -268,8 +268,7 @@ __device__ __forceinline__ void gemm_unstage_rope(const GemmSm90Params &p, __nv_
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int m = 2 * k + h;
-                o1[h] = __fsub_rn(__fmul_rn(x1[m], cv[m]), __fmul_rn(x2[m], sv[m]));
-                o2[h] = __fadd_rn(__fmul_rn(x1[m], sv[m]), __fmul_rn(x2[m], cv[m]));
+                rope_rotate(x1[m], x2[m], cv[m], sv[m], o1[h], o2[h]);
             }
             reinterpret_cast<__nv_bfloat162 *>(&u1)[k] = __floats2bfloat162_rn(o1[0], o1[1]);
             reinterpret_cast<__nv_bfloat162 *>(&u2)[k] = __floats2bfloat162_rn(o2[0], o2[1]);
