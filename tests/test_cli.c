@@ -159,12 +159,21 @@ static void not_built_yet(void) {
     const char *const misspelt[] = {"unknown option '--acumulate'", NULL}; /* not "needs a value" */
     r = expect_run_at(__FILE__, __LINE__, "bench moe --config configs/tiny.json --acumulate", 2, misspelt);
     run_free(&r);
+    /* a routing the timed layer does not take is refused, not ignored */
+    const char *const skew_alone[] = {"--skew is a routing of --check", "--collapse", NULL};
+    r = expect_run_at(__FILE__, __LINE__, "bench moe --config configs/tiny.json --skew", 2, skew_alone);
+    run_free(&r);
+    const char *const two_routings[] = {"--skew and --collapse", "give one", NULL};
+    r = expect_run_at(__FILE__, __LINE__, "bench moe --check --skew --collapse --config configs/tiny.json", 2,
+                      two_routings);
+    run_free(&r);
     int gpus = system("nvidia-smi -L >/dev/null 2>&1") == 0;
     if (!gpus) { /* without a GPU the benchmark says so instead of printing numbers (its flags parsed first) */
         const char *const no_gpu[] = {"no GPU", NULL};
         const char *const benches[] = {"bench moe --config configs/tiny.json",
-                                       "bench moe --config configs/tiny.json --accumulate --comm-blocks 4"};
-        for (int i = 0; i < 2; i++) {
+                                       "bench moe --config configs/tiny.json --accumulate --comm-blocks 4",
+                                       "bench moe --config configs/tiny.json --collapse"};
+        for (int i = 0; i < 3; i++) {
             r = expect_run_at(__FILE__, __LINE__, benches[i], 1, no_gpu);
             CHECK_MSG(r.out[0] == 0, "`mokc %s` printed on stdout without a GPU: %s", benches[i], r.out);
             run_free(&r);

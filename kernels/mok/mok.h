@@ -157,24 +157,24 @@ typedef struct {
  * counters; [MOK_TRACE_EPI + 0..3] the sections of the first kind's epilogue (backward, dgrad:
  * staging, SwiGLU, stores, release; forward, gate/up: pre_gate and pre_up staged, stored, the
  * SwiGLU, h stored and the release); [MOK_TRACE_PUSH + 0..2] those of the pushes (forward
- * down, backward dx). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's
- * dispatch warps from start to their last row, [MOK_TRACE_FWD_SPAN] consumer 0 from start to its
- * last task (the spread over blocks is the tail). [MOK_TRACE_WAIT + kind]: the part of [0] spent
+ * down, backward dx). [MOK_TRACE_SPAN] consumer 0 from start to its last task (the spread over
+ * blocks is the tail). Forward only: [MOK_TRACE_FWD_DISPATCH] the block's dispatch warps from
+ * start to their last row. [MOK_TRACE_WAIT + kind]: the part of [0] spent
  * waiting for a task of that kind (skipped tasks' waits stay in [0] only). [MOK_TRACE_LATE]: tasks not
  * yet in the task ring when the consumer asked, [MOK_TRACE_LATE + 1] their waits (the rest of [0]
  * is the others': time between tasks that the producer did not cause). The traced backward spills
  * (108 / 104 bytes at s19; the untraced kernels spill nothing: tests/test_kernel_report.c): its times run a
  * little long. */
 /* MOK_TRACE_SLOTS: a block's words; the forward's and the backward's traces are separate buffers,
- * so their kernel-specific slots (15, 16) do not collide */
+ * so the forward's slots 15, 16 and the backward producer's do not collide */
 #define MOK_TRACE_SLOTS 32
 #define MOK_TRACE_PRODUCER 13 /* the producer's 4 slots follow the consumer's 13 */
 #define MOK_TRACE_FWD_DISPATCH 15
-#define MOK_TRACE_FWD_SPAN 16
 #define MOK_TRACE_EPI 17
 #define MOK_TRACE_WAIT 21 /* 4 slots: waiting for tasks, by the kind that came */
 #define MOK_TRACE_LATE 25 /* 2 slots: tasks not in the ring when asked for, and their waits */
 #define MOK_TRACE_PUSH 27 /* 3 slots: the push epilogues' (down, dx) staging acquired, rows staged, copies issued */
+#define MOK_TRACE_SPAN 30
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 

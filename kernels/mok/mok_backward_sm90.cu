@@ -567,6 +567,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
             clock.done(k.kind);
         });
     clock.write_out(p.trace, 4);
+    clock.write_span(p.trace);
 }
 
 /* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */

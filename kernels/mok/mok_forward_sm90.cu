@@ -255,7 +255,7 @@ __device__ __forceinline__ void sm90_fwd_consume(const MokFwdParams &p, const Sm
             clock.done(k.down);
         });
     clock.write_out(p.trace, 2);
-    if (clock.on) p.trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN] = mok_globaltimer() - clock.start;
+    clock.write_span(p.trace);
 }
 
 /* TRACE: the diagnostic build of the kernel (mok.h: MOK_TRACE_SLOTS); the other has no trace code. */

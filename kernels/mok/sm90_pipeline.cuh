@@ -161,7 +161,7 @@ struct Sm90Laps {
  * [MOK_TRACE_WAIT + kind]),
  * skipped() after a task without work; epilogue_trace() is Sm90Laps's argument; write_out()
  * copies the slots of n_kinds kinds, their waits and the epilogue's sections to the block's record
- * in `trace`. */
+ * in `trace`, write_span() the time since the start. */
 struct Sm90TaskClock {
     bool on, late = false;
     unsigned long long *tr; /* the block's slots in shared memory */
@@ -191,6 +191,10 @@ struct Sm90TaskClock {
         tr[MOK_TRACE_WAIT + kind] += t1 - t_prev;
     }
     __device__ __forceinline__ unsigned long long *epilogue_trace() const { return on ? tr : nullptr; }
+    /* the consumer's span, start to now (after its last task), into the block's record */
+    __device__ __forceinline__ void write_span(unsigned long long *trace) const {
+        if (on) trace[(size_t)blockIdx.x * MOK_TRACE_SLOTS + MOK_TRACE_SPAN] = mok_globaltimer() - start;
+    }
     __device__ __forceinline__ void write_out(unsigned long long *trace, int n_kinds) const {
         if (!on) return;
         unsigned long long *out = trace + (size_t)blockIdx.x * MOK_TRACE_SLOTS;

@@ -25,9 +25,10 @@
 
 static const char *bench_help =
     "usage: mokc bench moe --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--iters 20]\n"
-    "                      [--warmup 5] [--ep N] [--seed S] [--comm-blocks N] [--accumulate]\n"
+    "                      [--warmup 5] [--ep N] [--seed S] [--comm-blocks N] [--accumulate] [--collapse]\n"
     "                      [--set key.path=value ...]\n"
-    "       mokc bench moe --check --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--skew] [--set ...]\n"
+    "       mokc bench moe --check --config SPEC.json [--impl unfused|mok|all] [--tokens N] [--skew | --collapse]\n"
+    "                      [--set ...]\n"
     "\n"
     "Times one MoE layer (the model and moe sections of SPEC.json) on every rank's GPU: forward and\n"
     "forward + backward, median of --iters after --warmup, the slowest rank per iteration. Prints a\n"
@@ -47,13 +48,15 @@ static const char *bench_help =
     "of its GEMM rows that pad the experts' rows to whole M tiles (pad_share); --comm-blocks: its\n"
     "dispatch blocks. Timed backwards write the routed experts' gradients, as the first micro-batch of\n"
     "a training step does; with --accumulate they add into them, as its later micro-batches do.\n"
+    "--collapse: every token picks the same k experts (E/k apart, so spread evenly over the EP ranks), as\n"
+    "a router that has collapsed does (mokc-small's early steps on byte-level data: load max/mean E/k).\n"
     "--set overrides a spec key as in `mokc train` (e.g. --set moe.moe_intermediate_size=128).\n"
     "example: mpirun -np 2 ./mokc bench moe --config configs/bench/qwen3-30b-a3b-like.json\n";
 
 typedef struct {
     const char *config;
     const char *impl;
-    int tokens, iters, warmup, ep, check, skew, comm_blocks, accumulate;
+    int tokens, iters, warmup, ep, check, skew, collapse, comm_blocks, accumulate;
     unsigned long long seed;
     const char *sets[64]; /* --set key.path=value overrides of the spec */
     int n_sets;
@@ -96,8 +99,11 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
             if (dist_launcher_rank() == 0) fputs(bench_help, stdout);
             return 0;
         }
-        int *flag = !strcmp(o, "--check") ? &a->check : !strcmp(o, "--skew") ? &a->skew
-                                                    : !strcmp(o, "--accumulate") ? &a->accumulate : NULL;
+        int *flag = !strcmp(o, "--check")        ? &a->check
+                    : !strcmp(o, "--skew")       ? &a->skew
+                    : !strcmp(o, "--collapse")   ? &a->collapse
+                    : !strcmp(o, "--accumulate") ? &a->accumulate
+                                                 : NULL;
         if (flag) {
             *flag = 1;
             continue;
@@ -128,6 +134,8 @@ static int parse_args(int argc, char **argv, BenchArgs *a) {
     }
     a->seed = (unsigned long long)seed;
     if (!a->config) return usage("%s", "--config SPEC.json is required");
+    if (a->skew && !a->check) return usage("%s", "--skew is a routing of --check (a timed layer takes --collapse)");
+    if (a->skew && a->collapse) return usage("%s", "--skew and --collapse are two routings: give one");
     return -1;
 }
 
@@ -152,10 +160,17 @@ typedef struct {
     size_t weight_bytes;
 } Layer;
 
+/* How the bench steers the router's picks, through the routing bias: not at all, every token's first pick
+ * expert 0 (--skew), or every token's k picks the same k experts E/k apart (--collapse). */
+enum { ROUTE_SCORED, ROUTE_SKEW, ROUTE_COLLAPSE };
+static int routing_of(const BenchArgs *a) {
+    return a->skew ? ROUTE_SKEW : a->collapse ? ROUTE_COLLAPSE : ROUTE_SCORED;
+}
+
 /* Fills the layer's tensors as slices of the global problem: this rank's tokens start at global
  * token tok0, its experts at global expert e0. quant: quantise the router and x (the check). */
 static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms *comms, long tok0, long e0,
-                         float dy_scale, int skew, int quant, unsigned long long seed, cudaStream_t s) {
+                         float dy_scale, int routing, int quant, unsigned long long seed, cudaStream_t s) {
     memset(L, 0, sizeof *L);
     L->d = *d;
     L->N = N;
@@ -191,9 +206,11 @@ static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms
     gpu_cast_f32_to_bf16(L->x_bf16, L->x, (long)nx, s);
     gpu_moe_fill_f32(L->dy, (long)nx, seed * 16 + 9, tok0 * C, dy_scale, 0.0f, s);
     float *h_bias = NULL;
-    if (skew) {
+    if (routing != ROUTE_SCORED) {
         h_bias = callocCheck((size_t)E, sizeof(float));
-        h_bias[0] = 100.0f; /* every token's first pick: expert 0 */
+        if (routing == ROUTE_SKEW) h_bias[0] = 100.0f; /* every token's first pick: expert 0 */
+        else
+            for (int j = 0; j < d->k; j++) h_bias[(long)j * E / d->k] = 100.0f;
         cudaCheck(cudaMalloc((void **)&L->bias, (size_t)E * sizeof(float)));
         cudaCheck(cudaMemcpyAsync(L->bias, h_bias, (size_t)E * sizeof(float), cudaMemcpyHostToDevice, s));
     }
@@ -603,13 +620,13 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     d1.ep = 1;
     d1.ep_rank = 0;
     Layer one, ep;
-    layer_create(&one, &d1, world * N, NULL, 0, 0, 1.0f, args->skew, 1, args->seed, s);
+    layer_create(&one, &d1, world * N, NULL, 0, 0, 1.0f, routing_of(args), 1, args->seed, s);
     layer_forward(&one, s);
     layer_backward(&one, daux, 1, s);
     cudaCheck(cudaStreamSynchronize(s));
     /* this rank's share with EP = world */
     MoeGpuComms comms = {.ep = gc->ep, .stats = gc->world};
-    layer_create(&ep, d_ep, N, &comms, (long)rank * N, (long)d_ep->ep_rank * El, (float)world, args->skew, 1,
+    layer_create(&ep, d_ep, N, &comms, (long)rank * N, (long)d_ep->ep_rank * El, (float)world, routing_of(args), 1,
                  args->seed, s);
     layer_forward(&ep, s);
     layer_backward(&ep, daux, 1, s);
@@ -671,7 +688,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
     double cpu_err[4];
     if (with_cpu) cpu_check(cpu_err, &one, y1, tk1, y2, y3, nx, rank, world, s);
     if (rank == 0) printf("ep check: %d ranks x %d tokens, ep = %d%s; max over ranks:\n", world, N, d_ep->ep,
-                          args->skew ? ", skewed routing" : "");
+                          args->skew ? ", skewed routing" : args->collapse ? ", collapsed routing" : "");
     for (int i = 0; i < 4 + T_COUNT; i++) {
         if (i >= 4 && ep.n[i - 4] == 0) continue;
         const int ok = i == 3 ? err[i] == 0 : err[i] < tol;
@@ -807,8 +824,8 @@ int cmd_bench(int argc, char **argv) {
     } else {
         MoeGpuComms comms = {.ep = gc.ep, .stats = gc.world};
         Layer L;
-        layer_create(&L, &d, N, &comms, (long)dist.rank * N, (long)dist.ep_rank * (d.E / d.ep), 1.0f, 0, 0,
-                     args.seed, s);
+        layer_create(&L, &d, N, &comms, (long)dist.rank * N, (long)dist.ep_rank * (d.E / d.ep), 1.0f,
+                     routing_of(&args), 0, args.seed, s);
         const int do_unfused = strcmp(args.impl, "mok") != 0, do_mok = strcmp(args.impl, "unfused") != 0;
         const double acts_mib = moe_unfused_acts_bytes(&d, N) / 1048576.0;
         const double work_mib = moe_unfused_work_bytes(&d, N) / 1048576.0;
@@ -829,10 +846,10 @@ int cmd_bench(int argc, char **argv) {
                 bench_emit(
                     "{\"bench\": \"moe\", \"impl\": \"unfused\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                     "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                    "\"accumulate\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.2f, "
-                    "\"fwdbwd_tflops\": %.2f, \"acts_mib\": %.1f, \"work_mib\": %.1f}",
-                    shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, args.accumulate, fwd, fb,
-                    tf_f, tf_fb, acts_mib, work_mib);
+                    "\"accumulate\": %d, \"collapse\": %d, \"fwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, "
+                    "\"fwd_tflops\": %.2f, \"fwdbwd_tflops\": %.2f, \"acts_mib\": %.1f, \"work_mib\": %.1f}",
+                    shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, args.accumulate,
+                    args.collapse, fwd, fb, tf_f, tf_fb, acts_mib, work_mib);
         }
         if (mok_ok) {
             MoeMok m;
@@ -861,11 +878,12 @@ int cmd_bench(int argc, char **argv) {
                 bench_emit(
                     "{\"bench\": \"moe\", \"impl\": \"mok\", \"shape\": \"%s\", \"E\": %d, \"H\": %d, \"I\": %d, "
                     "\"k\": %d, \"shared\": %d, \"ep\": %d, \"world\": %d, \"tokens_per_gpu\": %d, \"iters\": %d, "
-                    "\"comm_blocks\": %d, \"accumulate\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, "
+                    "\"comm_blocks\": %d, \"accumulate\": %d, \"collapse\": %d, \"fwd_ms\": %s, \"fwdbwd_ms\": %s, "
                     "\"fwd_tflops\": %s, \"fwdbwd_tflops\": %s, \"fwd_graph_ms\": %s, \"fwdbwd_graph_ms\": %s, "
                     "\"fwd_graph_tflops\": %s, \"fwdbwd_graph_tflops\": %s, \"dispatch_ms\": %s, "
                     "\"dispatch_gbs_per_gpu\": %.1f, \"pad_share\": %.4f, \"mok_mib\": %.1f}",
                     shape, d.E, d.C, d.I, d.k, d.n_shared, dist.ep, dist.world, N, args.iters, n_comm, args.accumulate,
+                    args.collapse,
                     ms_s[MOK_T_FWD], ms_s[MOK_T_FWDBWD], tf_s[MOK_T_FWD], tf_s[MOK_T_FWDBWD], ms_s[MOK_T_FWD_GRAPH],
                     ms_s[MOK_T_FWDBWD_GRAPH], tf_s[MOK_T_FWD_GRAPH], tf_s[MOK_T_FWDBWD_GRAPH], ms_s[MOK_T_DISPATCH],
                     gbs, pad, mok_mib);

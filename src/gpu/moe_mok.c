@@ -388,10 +388,10 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
         unsigned long long *h = mallocCheck((size_t)G * MOK_TRACE_SLOTS * sizeof *h);
         cudaCheck(cudaMemcpy(h, m->trace + (fwd ? trace_region(m) : 0), (size_t)G * MOK_TRACE_SLOTS * sizeof *h,
                              cudaMemcpyDeviceToHost));
-        double s[MOK_TRACE_SLOTS] = {0}, span_max = 0; /* the forward's last block */
+        double s[MOK_TRACE_SLOTS] = {0}, span_max = 0; /* the last block */
         for (int b = 0; b < G; b++) {
             for (int i = 0; i < MOK_TRACE_SLOTS; i++) s[i] += (double)h[(size_t)b * MOK_TRACE_SLOTS + i];
-            if (fwd) span_max = fmax(span_max, (double)h[(size_t)b * MOK_TRACE_SLOTS + MOK_TRACE_FWD_SPAN]);
+            span_max = fmax(span_max, (double)h[(size_t)b * MOK_TRACE_SLOTS + MOK_TRACE_SPAN]);
         }
         free(h);
         fprintf(stderr, "mok %s trace, ep_rank %d, %d blocks (ms per block; us per task):\n  waiting for tasks %.3f ms\n",
@@ -408,12 +408,13 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
             static const char *const kinds[2] = {"gate/up", "down"};
             trace_print_kinds(s, G, kinds, 2);
             const int nc = m->n_comm > 0 ? m->n_comm : 1;
-            fprintf(stderr, "  dispatch warps %.3f ms per block of %d; consumers busy %.3f ms per block, the last %.3f ms\n",
-                    s[MOK_TRACE_FWD_DISPATCH] / nc * 1e-6, m->n_comm, s[MOK_TRACE_FWD_SPAN] / G * 1e-6, span_max * 1e-6);
+            fprintf(stderr, "  dispatch warps %.3f ms per block of %d\n", s[MOK_TRACE_FWD_DISPATCH] / nc * 1e-6, m->n_comm);
         } else {
             static const char *const kinds[4] = {"dgrad", "wdown", "dx", "wgu"};
             trace_print_kinds(s, G, kinds, 4);
         }
+        fprintf(stderr, "  consumers busy %.3f ms per block, the last %.3f ms\n", s[MOK_TRACE_SPAN] / G * 1e-6,
+                span_max * 1e-6);
         static const char *const sections[2][4] = {{"staging", "SwiGLU", "stores", "release"},
                                                    {"staged", "pre_gate, pre_up stored", "SwiGLU", "h stored, release"}};
         const double n1 = s[1] > 0 ? s[1] : 1;
