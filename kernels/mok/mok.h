@@ -174,7 +174,7 @@ typedef struct {
 #define MOK_TRACE_WAIT 21 /* 4 slots: waiting for tasks, by the kind that came */
 #define MOK_TRACE_LATE 25 /* 2 slots: tasks not in the ring when asked for, and their waits */
 #define MOK_TRACE_PUSH 27 /* 3 slots: the push epilogues' (down, dx) staging acquired, rows staged, copies issued */
-#define MOK_TRACE_SPAN 30
+#define MOK_TRACE_SPAN 30 /* consumer 0 from start to its last task, both kernels */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 
