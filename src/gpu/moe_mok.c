@@ -421,7 +421,8 @@ void moe_mok_trace_print(MoeMok *m, cudaStream_t stream) {
         fprintf(stderr, "  %s epilogue, us/task:", fwd ? "gate/up" : "dgrad");
         for (int i = 0; i < 4; i++) fprintf(stderr, "  %s %.2f", sections[fwd][i], s[MOK_TRACE_EPI + i] / n1 * 1e-3);
         static const char *const push_sections[3] = {"staging acquired", "rows staged", "copies issued"};
-        const double n_push = s[fwd ? 4 : 7] > 0 ? s[fwd ? 4 : 7] : 1; /* the down or dx tasks */
+        const int push_kind = fwd ? 1 : 2; /* down, dx: their task counts at [1 + 3 kind], as trace_print_kinds */
+        const double n_push = s[1 + 3 * push_kind] > 0 ? s[1 + 3 * push_kind] : 1;
         fprintf(stderr, "\n  %s epilogue (push), us/task:", fwd ? "down" : "dx");
         for (int i = 0; i < 3; i++) fprintf(stderr, "  %s %.2f", push_sections[i], s[MOK_TRACE_PUSH + i] / n_push * 1e-3);
         fprintf(stderr, "\n");
