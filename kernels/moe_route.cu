@@ -14,7 +14,9 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kAuxBatch = 16;
+/* loads in flight a thread before their in-order sums: the aux kernels' sums are serial, so their time is
+ * the number of batches times a load's latency (s26: 16 and 16 took 10 us each at 8192 tokens) */
+constexpr int kAuxBatch = 32, kPsumBatch = 64;
 
 int blocks_for_tokens(int N) {
     long b = ((long)N + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -116,6 +118,19 @@ __global__ void route_kernel(float *__restrict__ scores, int *__restrict__ topk,
     }
 }
 
+/* v[i] = p[i * stride] for i < n, else fill: a whole batch's loads with no test each, which ptxas would
+ * otherwise issue a few at a time */
+template <int B, class T>
+__device__ __forceinline__ void load_batch(T (&v)[B], const T *__restrict__ p, long stride, int n, T fill) {
+    if (n >= B) {
+#pragma unroll
+        for (int i = 0; i < B; i++) v[i] = p[i * stride];
+    } else {
+#pragma unroll
+        for (int i = 0; i < B; i++) v[i] = i < n ? p[i * stride] : fill;
+    }
+}
+
 __global__ void aux_partial_kernel(double *__restrict__ partial, const float *__restrict__ scores,
                                    const double *__restrict__ pnorm, int N, int E, int chunks) {
     for (int c = blockIdx.y; c < chunks; c += gridDim.y) {
@@ -125,11 +140,8 @@ __global__ void aux_partial_kernel(double *__restrict__ partial, const float *__
             for (int n = n0; n < n1; n += kAuxBatch) { /* a batch's loads in flight, then its sum in order */
                 float sv[kAuxBatch];
                 double pv[kAuxBatch];
-#pragma unroll
-                for (int i = 0; i < kAuxBatch; i++) {
-                    sv[i] = n + i < n1 ? scores[(long)(n + i) * E + e] : 0.0f;
-                    pv[i] = n + i < n1 ? pnorm[n + i] : 1.0;
-                }
+                load_batch(sv, scores + (long)n * E + e, E, n1 - n, 0.0f);
+                load_batch(pv, pnorm + n, 1, n1 - n, 1.0);
 #pragma unroll
                 for (int i = 0; i < kAuxBatch; i++)
                     if (n + i < n1) acc += (double)sv[i] * (1.0 / pv[i]);
@@ -142,12 +154,11 @@ __global__ void aux_partial_kernel(double *__restrict__ partial, const float *__
 __global__ void aux_psum_kernel(double *__restrict__ psum, const double *__restrict__ partial, int chunks, int E) {
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < E; e += gridDim.x * blockDim.x) {
         double acc = 0;
-        for (int c0 = 0; c0 < chunks; c0 += kAuxBatch) { /* a batch's loads in flight, then its sum in order */
-            double v[kAuxBatch];
+        for (int c0 = 0; c0 < chunks; c0 += kPsumBatch) { /* a batch's loads in flight, then its sum in order */
+            double v[kPsumBatch];
+            load_batch(v, partial + (long)c0 * E + e, E, chunks - c0, 0.0);
 #pragma unroll
-            for (int i = 0; i < kAuxBatch; i++) v[i] = c0 + i < chunks ? partial[(long)(c0 + i) * E + e] : 0.0;
-#pragma unroll
-            for (int i = 0; i < kAuxBatch; i++)
+            for (int i = 0; i < kPsumBatch; i++)
                 if (c0 + i < chunks) acc += v[i];
         }
         psum[e] = acc;

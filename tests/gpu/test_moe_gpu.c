@@ -9,8 +9,8 @@
  * outputs; a second forward + backward bitwise identical.
  * Shapes: small, k = 1, skewed routing (all tokens to fixed experts through a large expert_bias;
  * most experts get no rows), sigmoid scores with and without renormalisation, no shared experts
- * with odd widths (scalar paths), E = 384 with k = 8, k = E, and enough tokens to span several
- * plan and aux chunks.
+ * with odd widths (scalar paths), E = 384 with k = 8, E = 200 and 520, k = E, and enough tokens to
+ * span several plan and aux chunks.
  */
 #include <math.h>
 #include <stdint.h>
@@ -356,6 +356,16 @@ static void test_moe_gpu_e384_k8(void) {
     run_shape(&s);
 }
 
+/* More experts than the shapes above: E = 200 (not a multiple of a warp's 32 lanes) and E = 520 (17 of a
+ * token's scores a lane), with sigmoid scores. */
+static void test_moe_gpu_many_experts(void) {
+    if (!gpu_test_begin()) return;
+    Shape s = {"E=200 k=6", 29, 0, 64, 200, 6, 32, 0, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1, 91};
+    run_shape(&s);
+    Shape s2 = {"E=520 k=4, sigmoid", 23, 0, 64, 520, 4, 32, 0, 1, 1, 1.0, BIAS_NONE, 0, 0.1, 92};
+    run_shape(&s2);
+}
+
 static void test_moe_gpu_k_equals_e(void) {
     if (!gpu_test_begin()) return;
     Shape s = {"k = E = 4", 23, 0, 32, 4, 4, 24, 1, 0, 1, 1.0, BIAS_NONE, 0, 0.1, 71};
@@ -388,4 +398,5 @@ static void test_moe_gpu_workspace_bytes(void) {
 TEST_SUITE(gpu_moe_unfused, TEST_CASE(test_moe_gpu_workspace_bytes), TEST_CASE(test_moe_gpu_small),
            TEST_CASE(test_moe_gpu_k1), TEST_CASE(test_moe_gpu_skewed), TEST_CASE(test_moe_gpu_sigmoid),
            TEST_CASE(test_moe_gpu_no_shared_odd_widths), TEST_CASE(test_moe_gpu_e384_k8),
-           TEST_CASE(test_moe_gpu_k_equals_e), TEST_CASE(test_moe_gpu_many_tokens));
+           TEST_CASE(test_moe_gpu_many_experts), TEST_CASE(test_moe_gpu_k_equals_e),
+           TEST_CASE(test_moe_gpu_many_tokens));
