@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include <type_traits>
+
 #include "device_util.cuh"
 
 namespace {
@@ -17,47 +19,77 @@ struct AdamWConst {
     float lr, b1, b2, omb1, omb2, c1, c2, eps, wd, gs;
 };
 
+/* One element; BF16: m and v rounded to bf16 after their update (as stored), and the step taken with those. */
+template <bool BF16>
 __device__ __forceinline__ void adamw_elem(float &w, float graw, float &m, float &v, const AdamWConst &a) {
     const float g = __fmul_rn(graw, a.gs);
     m = __fadd_rn(__fmul_rn(a.b1, m), __fmul_rn(a.omb1, g));
     v = __fadd_rn(__fmul_rn(a.b2, v), __fmul_rn(__fmul_rn(a.omb2, g), g));
+    if (BF16) m = __bfloat162float(__float2bfloat16_rn(m)), v = __bfloat162float(__float2bfloat16_rn(v));
     const float mhat = __fdiv_rn(m, a.c1), vhat = __fdiv_rn(v, a.c2);
     const float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), a.eps)), __fmul_rn(a.wd, w));
     w = __fsub_rn(w, __fmul_rn(a.lr, step));
 }
 
-__global__ void adamw_kernel(float *params, __nv_bfloat16 *pbf, const float *grads, float *m, float *v, long n,
-                             AdamWConst a, int vec) {
+/* The moments as stored: fp32, or bf16 (values already rounded, so packing them is exact). */
+template <bool BF16> struct Moments {
+    using T = typename std::conditional<BF16, __nv_bfloat16, float>::type;
+    __device__ __forceinline__ static float4 load4(const T *p, long gi) {
+        if constexpr (BF16) {
+            const uint2 u = reinterpret_cast<const uint2 *>(p)[gi];
+            return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
+        } else {
+            return reinterpret_cast<const float4 *>(p)[gi];
+        }
+    }
+    __device__ __forceinline__ static void store4(T *p, long gi, float4 x) {
+        if constexpr (BF16) reinterpret_cast<uint2 *>(p)[gi] = make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
+        else reinterpret_cast<float4 *>(p)[gi] = x;
+    }
+    __device__ __forceinline__ static float load(const T *p, long i) {
+        if constexpr (BF16) return __bfloat162float(p[i]);
+        else return p[i];
+    }
+    __device__ __forceinline__ static void store(T *p, long i, float x) {
+        if constexpr (BF16) p[i] = __float2bfloat16_rn(x);
+        else p[i] = x;
+    }
+};
+
+template <bool BF16>
+__global__ void adamw_kernel(float *params, __nv_bfloat16 *pbf, const float *grads, typename Moments<BF16>::T *m,
+                             typename Moments<BF16>::T *v, long n, AdamWConst a, int vec) {
+    typedef Moments<BF16> S;
     const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
     const long groups = vec ? n / 4 : 0;
     for (long gi = tid; gi < groups; gi += stride) {
         float4 w = reinterpret_cast<float4 *>(params)[gi];
         const float4 g = reinterpret_cast<const float4 *>(grads)[gi];
-        float4 mm = reinterpret_cast<float4 *>(m)[gi], vv = reinterpret_cast<float4 *>(v)[gi];
-        adamw_elem(w.x, g.x, mm.x, vv.x, a);
-        adamw_elem(w.y, g.y, mm.y, vv.y, a);
-        adamw_elem(w.z, g.z, mm.z, vv.z, a);
-        adamw_elem(w.w, g.w, mm.w, vv.w, a);
+        float4 mm = S::load4(m, gi), vv = S::load4(v, gi);
+        adamw_elem<BF16>(w.x, g.x, mm.x, vv.x, a);
+        adamw_elem<BF16>(w.y, g.y, mm.y, vv.y, a);
+        adamw_elem<BF16>(w.z, g.z, mm.z, vv.z, a);
+        adamw_elem<BF16>(w.w, g.w, mm.w, vv.w, a);
         reinterpret_cast<float4 *>(params)[gi] = w;
-        reinterpret_cast<float4 *>(m)[gi] = mm;
-        reinterpret_cast<float4 *>(v)[gi] = vv;
+        S::store4(m, gi, mm);
+        S::store4(v, gi, vv);
         if (pbf) reinterpret_cast<uint2 *>(pbf)[gi] = make_uint2(pack_bf16x2(w.x, w.y), pack_bf16x2(w.z, w.w));
     }
     for (long i = groups * 4 + tid; i < n; i += stride) {
-        float w = params[i], mm = m[i], vv = v[i];
-        adamw_elem(w, grads[i], mm, vv, a);
+        float w = params[i], mm = S::load(m, i), vv = S::load(v, i);
+        adamw_elem<BF16>(w, grads[i], mm, vv, a);
         params[i] = w;
-        m[i] = mm;
-        v[i] = vv;
+        S::store(m, i, mm);
+        S::store(v, i, vv);
         if (pbf) pbf[i] = __float2bfloat16_rn(w);
     }
 }
 
 } // namespace
 
-extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads, float *m, float *v, long n,
-                          double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
-                          long t_step, cudaStream_t stream) {
+extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads, void *m, void *v, int state_bf16,
+                          long n, double lr, double beta1, double beta2, double eps, double weight_decay,
+                          double grad_scale, long t_step, cudaStream_t stream) {
     if (n <= 0) return;
     AdamWConst a;
     /* The same host-side conversions as adamw_step (src/optim.c). */
@@ -71,9 +103,16 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads
     a.wd = (float)weight_decay;
     a.omb1 = 1.0f - a.b1;
     a.omb2 = 1.0f - a.b2;
-    const int vec = aligned(params, 16) && aligned(grads, 16) && aligned(m, 16) && aligned(v, 16) &&
+    const int state_align = state_bf16 ? 8 : 16;
+    const int vec = aligned(params, 16) && aligned(grads, 16) && aligned(m, state_align) && aligned(v, state_align) &&
                     (!params_bf16 || aligned(params_bf16, 8));
-    adamw_kernel<<<grid_for(vec ? n / 4 + 4 : n, kThreads), kThreads, 0, stream>>>(
-        params, reinterpret_cast<__nv_bfloat16 *>(params_bf16), grads, m, v, n, a, vec);
+    const unsigned grid = grid_for(vec ? n / 4 + 4 : n, kThreads);
+    __nv_bfloat16 *pbf = reinterpret_cast<__nv_bfloat16 *>(params_bf16);
+    if (state_bf16)
+        adamw_kernel<true><<<grid, kThreads, 0, stream>>>(params, pbf, grads, static_cast<__nv_bfloat16 *>(m),
+                                                          static_cast<__nv_bfloat16 *>(v), n, a, vec);
+    else
+        adamw_kernel<false><<<grid, kThreads, 0, stream>>>(params, pbf, grads, static_cast<float *>(m),
+                                                           static_cast<float *>(v), n, a, vec);
     cudaCheckLaunch();
 }

@@ -30,6 +30,7 @@ static const char *const scoring_choices[] = {"softmax", "sigmoid", NULL};
 static const char *const schedule_choices[] = {"cosine", "linear", "constant", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const moe_impl_choices[] = {"auto", "mok", "unfused", NULL};
+static const char *const opt_state_choices[] = {"fp32", "bf16", NULL};
 
 #define OFF(field) offsetof(MokcConfig, field)
 #define BIG 1073741824.0
@@ -76,6 +77,9 @@ static const KeyDesc keys[] = {
     FLT("train.beta2", train.beta2, 0.95, 0.0, 0.999999999, "AdamW beta2, in [0, 1)"),
     FLT("train.eps", train.eps, 1e-8, 1e-30, 1.0, "AdamW epsilon"),
     FLT("train.grad_clip", train.grad_clip, 1.0, 0.0, 1e9, "global gradient-norm clip; 0 = off"),
+    ENUMK("train.optimizer_state", train.optimizer_state, "fp32", opt_state_choices,
+          "AdamW's m and v: fp32, or bf16 (rounded after each update: half the optimizer's bytes and memory; "
+          "needs beta1, beta2 <= 0.99)"),
     {"train.seed", KT_INT64, OFF(train.seed), false, 1234, NULL, 0, 9007199254740991.0, NULL, "seed of initialisation and data order"},
     STR("data.train", data.train, "HDF5 token file from `mokc prepare` (required by `mokc train`)"),
     STR("data.val", data.val, "HDF5 token file for validation; \"\" = none"),
@@ -474,6 +478,17 @@ static void check_consistency(const Checker *k) {
     if (sound(k, "log.profile_step train.steps") && c->log.profile_step > c->train.steps)
         add_error(err, "log.profile_step: %d is past train.steps = %d; valid: 0 (none) to %d",
                   c->log.profile_step, c->train.steps, c->train.steps);
+    /* A bf16 moment moves by (1 - beta) of its distance to the new value a step; much under 1 % that is within
+     * bf16's rounding (2^-9 to 2^-8 of the value) and the moment stops following. */
+    if (sound(k, "train.optimizer_state train.beta1 train.beta2") && c->train.optimizer_state == OPT_STATE_BF16) {
+        const int which = c->train.beta2 > BF16_STATE_MAX_BETA ? 2 : c->train.beta1 > BF16_STATE_MAX_BETA ? 1 : 0;
+        const double beta = which == 2 ? c->train.beta2 : c->train.beta1;
+        if (which)
+            add_error(err, "train.optimizer_state: \"bf16\" with train.beta%d = %g: a step moves that moment by %.2g "
+                      "%% of its distance to the new value, under what bf16's 8-bit significand keeps; use beta1 and "
+                      "beta2 <= %g (DeepSeek-V3 kept bf16 moments with 0.9 and 0.95) or optimizer_state \"fp32\"",
+                      which, beta, 100 * (1 - beta), BF16_STATE_MAX_BETA);
+    }
     if (sound(k, "train.warmup_steps train.steps") && c->train.warmup_steps > c->train.steps)
         add_error(err, "train.warmup_steps: %d exceeds train.steps = %d; valid: 0..%d",
                   c->train.warmup_steps, c->train.steps, c->train.steps);

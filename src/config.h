@@ -13,6 +13,9 @@
 
 enum scoring_func { SCORING_SOFTMAX, SCORING_SIGMOID };
 enum lr_schedule { LR_COSINE, LR_LINEAR, LR_CONSTANT };
+/* AdamW's moments: fp32, or rounded to bf16 after each update (half the optimizer's state bytes). */
+enum optimizer_state { OPT_STATE_FP32, OPT_STATE_BF16 };
+#define BF16_STATE_MAX_BETA 0.99 /* the largest beta1, beta2 with bf16 moments (config.c says why) */
 enum backend_kind { BACKEND_AUTO, BACKEND_CPU, BACKEND_CUDA };
 enum moe_impl { MOE_IMPL_AUTO, MOE_IMPL_MOK, MOE_IMPL_UNFUSED };
 
@@ -63,6 +66,7 @@ typedef struct {
     double beta2;
     double eps;
     double grad_clip;          /* 0 = no clipping */
+    enum optimizer_state optimizer_state;
     int64_t seed;
 } TrainConfig;
 

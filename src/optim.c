@@ -2,7 +2,9 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -34,12 +36,23 @@ double sum_of_squares(const float *x, size_t n) {
     return total;
 }
 
+/* x rounded to the nearest bf16, ties to even (the GPU's __float2bfloat16_rn); a NaN stays a NaN. */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 void adamw_step(float *params, const float *grads, float *m, float *v, const ParamTable *t,
                 const TrainConfig *tc, double lr, double grad_scale, long t_step) {
     const float b1 = (float)tc->beta1, b2 = (float)tc->beta2, eps = (float)tc->eps;
     const float c1 = (float)(1.0 - pow(tc->beta1, (double)t_step));
     const float c2 = (float)(1.0 - pow(tc->beta2, (double)t_step));
     const float flr = (float)lr, gs = (float)grad_scale;
+    const int bf16_state = tc->optimizer_state == OPT_STATE_BF16;
     for (int i = 0; i < t->count; i++) {
         const ParamInfo *p = &t->items[i];
         const float wd = p->decay ? (float)tc->weight_decay : 0.0f;
@@ -50,6 +63,7 @@ void adamw_step(float *params, const float *grads, float *m, float *v, const Par
             float gj = g[j] * gs;
             mm[j] = b1 * mm[j] + (1.0f - b1) * gj;
             vv[j] = b2 * vv[j] + (1.0f - b2) * gj * gj;
+            if (bf16_state) mm[j] = bf16_round(mm[j]), vv[j] = bf16_round(vv[j]); /* kept as stored */
             float mhat = mm[j] / c1, vhat = vv[j] / c2;
             w[j] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * w[j]);
         }

@@ -19,7 +19,9 @@ double lr_at_step(const TrainConfig *tc, int step);
 double sum_of_squares(const float *x, size_t n);
 
 /* One AdamW step (t = 1-based step count for bias correction) over every tensor of the table.
- * grads are multiplied by grad_scale first (clipping). */
+ * grads are multiplied by grad_scale first (clipping). With tc->optimizer_state bf16, m and v are
+ * rounded to bf16 after their update (in these fp32 arrays, as the GPU stores them) and the step
+ * uses the rounded values. */
 void adamw_step(float *params, const float *grads, float *m, float *v, const ParamTable *t,
                 const TrainConfig *tc, double lr, double grad_scale, long t_step);
 

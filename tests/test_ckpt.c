@@ -1,7 +1,7 @@
 /*
  * Checkpoints and resumption, through the binary as a user runs it (tiny MoE on the repository's
  * LICENSE): a resumed run is bitwise identical to an uninterrupted one (losses, weights, AdamW
- * moments, expert bias, loader position), interruptions anywhere in the writer (fault injection
+ * moments, expert bias, loader position; also with bf16 moments), interruptions anywhere in the writer (fault injection
  * and kill -9) leave the newest complete checkpoint loadable, mismatched and damaged checkpoints
  * are refused with exit 2 and a message naming the problem, keep=N prunes, SIGTERM checkpoints
  * and exits 0. The multi-rank cases run under mpirun when it is installed. Every run uses one
@@ -189,6 +189,59 @@ static void resume_is_bitwise(void) {
                    sizeof big);
     CHECK_EQ_INT(rc, 0);
     CHECK_STR_CONTAINS(big, "nothing left to train");
+}
+
+/* Values of a state file's moment group that are not bf16 numbers (low 16 bits set), or -1 if unreadable. */
+typedef struct {
+    long not_bf16, values;
+} Bf16Count;
+static herr_t count_not_bf16(hid_t group, const char *name, const H5L_info_t *info, void *data) {
+    (void)info;
+    Bf16Count *c = data;
+    hssize_t n = 0;
+    float *x = test_h5_read_floats(group, name, &n);
+    for (hssize_t i = 0; x && i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        c->not_bf16 += (u & 0xffffu) != 0;
+    }
+    c->values += x ? n : 0;
+    free(x);
+    return 0;
+}
+static Bf16Count moments_not_bf16(const char *state_file, const char *group) {
+    Bf16Count c = {0, 0};
+    hid_t f = H5Fopen(state_file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t g = f >= 0 ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+    if (g >= 0) H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, count_not_bf16, &c);
+    if (g >= 0) H5Gclose(g);
+    if (f >= 0) H5Fclose(f);
+    return c;
+}
+
+/* train.optimizer_state bf16: the checkpoint's moments are bf16 numbers (kept in the fp32 format),
+ * and resuming from them is bitwise as with fp32 moments. */
+static void resume_is_bitwise_with_bf16_moments(void) {
+    Setup s = make_setup(256);
+    char *a = fmt("%s/a", s.dir), *b = fmt("%s/b", s.dir);
+    char *ma = fmt("%s/a.jsonl", s.dir), *mb = fmt("%s/b.jsonl", s.dir);
+    const char *bf16 = "--set train.optimizer_state=bf16 --set train.steps=5";
+    if (!train_ok(&s, "", fmt("%s --set checkpoint.dir=%s --set checkpoint.every=2 --set log.metrics_path=%s", bf16, a,
+                              ma)))
+        return;
+    for (int m = 0; m < 2; m++) {
+        const char *group = m ? "adam_v" : "adam_m";
+        Bf16Count c = moments_not_bf16(fmt("%s/step_00000005/state_rank00000.h5", a), group);
+        CHECK_MSG(c.values > 1000 && c.not_bf16 == 0, "%s: %ld of %ld values are not bf16 numbers", group, c.not_bf16,
+                  c.values);
+    }
+    char out[9000]; /* the resumed run keeps its metrics up to the checkpoint and appends */
+    CHECK(test_run(fmt("cp %s %s", ma, mb), out, sizeof out) == 0);
+    if (!train_ok(&s, "", fmt("%s --set checkpoint.dir=%s --set checkpoint.resume=%s/step_00000002 --set "
+                              "log.metrics_path=%s", bf16, b, a, mb)))
+        return;
+    check_same_metrics(ma, mb, 5);
+    check_same_checkpoint(fmt("%s/step_00000005", a), fmt("%s/step_00000005", b), 1);
 }
 
 /* ---------- running a process in the background ---------- */
@@ -608,6 +661,7 @@ static void mpi_ep2_model_file_and_resume(void) {
 
 TEST_SUITE(ckpt,
     TEST_CASE(resume_is_bitwise),
+    TEST_CASE(resume_is_bitwise_with_bf16_moments),
     TEST_CASE(sigterm_checkpoints_and_resumes),
     TEST_CASE(sigterm_without_checkpoint_dir),
     TEST_CASE(second_sigint_exits_at_once),

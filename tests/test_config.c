@@ -237,6 +237,7 @@ static void defaults_applied(void) {
     CHECK_NEAR(c.train.min_lr, 0.0, 0);
     CHECK_EQ_INT(c.train.warmup_steps, 0);
     CHECK_EQ_INT(c.train.lr_schedule, LR_COSINE);
+    CHECK_EQ_INT(c.train.optimizer_state, OPT_STATE_FP32);
     CHECK_NEAR(c.train.weight_decay, 0.1, 0);
     CHECK_NEAR(c.train.beta1, 0.9, 0);
     CHECK_NEAR(c.train.beta2, 0.95, 0);
@@ -303,8 +304,8 @@ static void set_overrides(void) {
     /* numbers, booleans, enums and plain strings without quotes; later overrides win */
     const char *sets[] = {"train.steps=7", "train.lr=0.01", "model.tie_word_embeddings=true",
                           "data.train=data/x.h5", "train.lr_schedule=linear", "backend=cpu",
-                          "train.steps=5", "data.val=\"quoted.h5\"", "train.seed=42"};
-    expect_ok_at(__FILE__, __LINE__, MINIMAL, sets, 9, &c);
+                          "train.steps=5", "data.val=\"quoted.h5\"", "train.seed=42", "train.optimizer_state=bf16"};
+    expect_ok_at(__FILE__, __LINE__, MINIMAL, sets, 10, &c);
     CHECK_EQ_INT(c.train.steps, 5);
     CHECK_NEAR(c.train.lr, 0.01, 0);
     CHECK(c.model.tie_word_embeddings);
@@ -313,6 +314,7 @@ static void set_overrides(void) {
     CHECK_EQ_INT(c.train.lr_schedule, LR_LINEAR);
     CHECK_EQ_INT(c.backend, BACKEND_CPU);
     CHECK_EQ_INT(c.train.seed, 42);
+    CHECK_EQ_INT(c.train.optimizer_state, OPT_STATE_BF16);
 
     /* A value that merely starts like JSON is still a plain string. */
     const char *paths[] = {"data.train=2024.h5", "data.val=true_val.h5", "log.metrics_path=null-run.jsonl"};
@@ -457,6 +459,12 @@ static void inconsistent_training(void) {
     EXPECT_ERROR(DENSE_SPEC("", "", ",'checkpoint':{'every':5}"), "checkpoint.every", "checkpoint.dir", 1);
     EXPECT_ERROR(DENSE_SPEC("", "", ",'checkpoint':{'resume':'auto'}"), "checkpoint.resume", "checkpoint.dir", 1);
     EXPECT_ERROR(DENSE_SPEC("", "", ",'data':{'train':'x.h5','val_every':5}"), "data.val_every", "data.val", 1);
+    /* bf16 moments cannot follow a beta this close to 1 */
+    EXPECT_ERROR(DENSE_SPEC("", ",'optimizer_state':'bf16','beta2':0.999", ""), "train.optimizer_state",
+                 "train.beta2 = 0.999", 1);
+    EXPECT_ERROR(DENSE_SPEC("", ",'optimizer_state':'bf16','beta1':0.995", ""), "train.optimizer_state",
+                 "beta2 <= 0.99", 1);
+    EXPECT_ERROR(DENSE_SPEC("", ",'optimizer_state':'fp16'", ""), "train.optimizer_state", "\"fp32\", \"bf16\"", 1);
 }
 
 static void missing_required(void) {

@@ -80,7 +80,8 @@ struct GpuModel {
     cudaEvent_t *layer_done;      /* [L + 1]: the last one is the embedding/head tensors */
     cudaEvent_t reduce_done;
     /* parameters, gradients, optimizer (flat, the table's layout) */
-    float *params, *grads, *adam_m, *adam_v;
+    float *params, *grads;
+    void *adam_m, *adam_v; /* fp32 or bf16 (train.optimizer_state) */
     int experts_unwritten;        /* the next MoE backward writes the routed experts' gradients */
     bf16_t *params_bf16;
     float *expert_bias;           /* (L, E) */
@@ -183,6 +184,13 @@ static void plan_layer(GpuModel *g, int l) {
     }
 }
 
+static int state_bf16(const GpuModel *g) { return g->tc->optimizer_state == OPT_STATE_BF16; }
+
+/* Element `o` of a moment buffer. */
+static void *moment_at(const GpuModel *g, void *base, size_t o) {
+    return state_bf16(g) ? (void *)((bf16_t *)base + o) : (void *)((float *)base + o);
+}
+
 static void plan_model(GpuModel *g) {
     const ModelDims *d = g->d;
     size_t P = g->t->total, N = (size_t)g->N, C = (size_t)d->C, V = (size_t)d->V;
@@ -192,8 +200,9 @@ static void plan_model(GpuModel *g) {
     PLAN("params_bf16", MEM_PARAMS, P, bf16_t, &g->params_bf16);
     PLAN("expert_bias", MEM_PARAMS, (size_t)d->L * (d->E > 0 ? d->E : 1), float, &g->expert_bias);
     PLAN("grads", MEM_GRADS, P, float, &g->grads);
-    PLAN("adam_m", MEM_OPTIMIZER, P, float, &g->adam_m);
-    PLAN("adam_v", MEM_OPTIMIZER, P, float, &g->adam_v);
+    const size_t moment = state_bf16(g) ? sizeof(bf16_t) : sizeof(float);
+    memory_plan_add(&g->plan, "adam_m", MEM_OPTIMIZER, P * moment, &g->adam_m);
+    memory_plan_add(&g->plan, "adam_v", MEM_OPTIMIZER, P * moment, &g->adam_v);
     PLAN("tokens", MEM_ACTIVATIONS, N, int, &g->tokens);
     PLAN("targets", MEM_ACTIVATIONS, N, int, &g->targets);
     PLAN("emb_order", MEM_ACTIVATIONS, N, int, &g->emb_order);
@@ -330,14 +339,37 @@ void gpu_model_print_plan(const GpuModel *g) { memory_plan_print(&g->plan); }
 
 /* ---------- state ---------- */
 
+/* A moment from the host's fp32 (checkpoints hold fp32): bf16 moments pass through the gradient buffer, free
+ * between steps, and are rounded (exactly, when they came from a bf16 run). */
+static void upload_moment(GpuModel *g, void *dev, const float *host) {
+    const size_t n = g->t->total;
+    if (!state_bf16(g)) {
+        cudaCheck(cudaMemcpyAsync(dev, host, n * sizeof(float), cudaMemcpyHostToDevice, g->stream));
+        return;
+    }
+    cudaCheck(cudaMemcpyAsync(g->grads, host, n * sizeof(float), cudaMemcpyHostToDevice, g->stream));
+    gpu_cast_f32_to_bf16(dev, g->grads, (long)n, g->stream);
+}
+
+/* A moment into the host's fp32, the same way back; the stream is idle when this runs. */
+static void download_moment(GpuModel *g, float *host, const void *dev) {
+    const size_t n = g->t->total;
+    if (state_bf16(g)) {
+        gpu_cast_bf16_to_f32(g->grads, dev, (long)n, g->stream);
+        dev = g->grads;
+    }
+    cudaCheck(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+}
+
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v) {
     size_t bytes = g->t->total * sizeof(float);
     /* on the model's stream: a cudaMemcpy from pageable memory may return before its data has
      * landed, and the legacy stream it runs on does not order the non-blocking g->stream, so the
      * cast below could read parameters still in flight (gpu_model's tied case, 1 run in 6) */
     cudaCheck(cudaMemcpyAsync(g->params, params, bytes, cudaMemcpyHostToDevice, g->stream));
-    if (m) cudaCheck(cudaMemcpyAsync(g->adam_m, m, bytes, cudaMemcpyHostToDevice, g->stream));
-    if (v) cudaCheck(cudaMemcpyAsync(g->adam_v, v, bytes, cudaMemcpyHostToDevice, g->stream));
+    if (m) upload_moment(g, g->adam_m, m);
+    if (v) upload_moment(g, g->adam_v, v);
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
@@ -355,7 +387,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
             gpu_init_normal(w + (size_t)b * in.per_block, in.per_block, model_init_block_state(p, g->d, seed, b),
                             in.std, g->stream);
     }
-    const size_t bytes = g->t->total * sizeof(float);
+    const size_t bytes = g->t->total * (state_bf16(g) ? sizeof(bf16_t) : sizeof(float));
     cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
     cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
@@ -366,8 +398,8 @@ void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
     size_t bytes = g->t->total * sizeof(float);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(params, g->params, bytes, cudaMemcpyDeviceToHost));
-    if (m) cudaCheck(cudaMemcpy(m, g->adam_m, bytes, cudaMemcpyDeviceToHost));
-    if (v) cudaCheck(cudaMemcpy(v, g->adam_v, bytes, cudaMemcpyDeviceToHost));
+    if (m) download_moment(g, m, g->adam_m);
+    if (v) download_moment(g, v, g->adam_v);
 }
 
 void gpu_model_download_grads(GpuModel *g, float *grads) {
@@ -744,8 +776,9 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         size_t o = p->offset;
-        gpu_adamw(g->params + o, g->params_bf16 + o, g->grads + o, g->adam_m + o, g->adam_v + o, (long)p->numel, lr,
-                  tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
+        gpu_adamw(g->params + o, g->params_bf16 + o, g->grads + o, moment_at(g, g->adam_m, o),
+                  moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel, lr, tc->beta1, tc->beta2, tc->eps,
+                  p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
     }
     step_timer_end(&g->timer);
 }

@@ -36,7 +36,9 @@ void gpu_model_destroy(GpuModel *g);
 void gpu_model_print_plan(const GpuModel *g);
 
 /* Host <-> device copies of the optimizer state (fresh start, checkpoints and resume). m and v
- * may be NULL (left as they are). The bf16 copies follow the parameters. */
+ * may be NULL (left as they are). The bf16 copies follow the parameters. The host's moments are
+ * fp32; with train.optimizer_state bf16 they are rounded on the way in (exactly, for a bf16 run's)
+ * and widened on the way out, through the gradient buffer, whose contents are then lost. */
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v);
 /* A fresh start on the GPU: the parameters model_init_params would make from seed (init_params.h
  * says how close), AdamW moments zero. Seconds for a 10 G-parameter model, where the host, under

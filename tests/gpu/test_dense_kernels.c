@@ -534,8 +534,20 @@ static void test_cross_entropy(void) {
 
 /* ================================================================================================
  * adamw.h */
-static void test_adamw(void) {
-    if (!gpu_test_begin()) return;
+
+/* The moments on the device as the state type stores them: fp32, or bf16 (x already bf16-exact). */
+static void *upload_moment(const float *x, long n, int bf16) {
+    return bf16 ? gpu_upload_bf16(x, n) : gpu_upload(x, (size_t)n * 4);
+}
+static float *download_moment(const void *dev, long n, int bf16) {
+    return bf16 ? dl_bf16(dev, n) : dl_f32(dev, n);
+}
+static void *moment_at(void *base, size_t o, int bf16) {
+    return bf16 ? (void *)((bf16_t *)base + o) : (void *)((float *)base + o);
+}
+
+/* Three steps on the GPU against adamw_step, with fp32 or bf16 moments (rounded after each update). */
+static void adamw_case(int bf16) {
     /* Three tensors: aligned (vector path + tail), offset 1004 (aligned, tail of 1), offset 1041
      * (misaligned: element path). Gaps between them are not parameters of the table. */
     ParamInfo items[3];
@@ -549,11 +561,16 @@ static void test_adamw(void) {
     TrainConfig tc;
     memset(&tc, 0, sizeof tc);
     tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
+    tc.optimizer_state = bf16 ? OPT_STATE_BF16 : OPT_STATE_FP32;
+    const char *kind = bf16 ? "bf16 moments" : "fp32 moments";
     const long n = (long)pt.total;
-    rng_seed(800);
+    rng_seed(800 + bf16);
     float *w0 = rand_f32(n, -1, 1), *m0 = rand_f32(n, -1e-2f, 1e-2f), *v0 = rand_f32(n, 0, 1e-4f);
+    if (bf16)
+        for (long j = 0; j < n; j++) m0[j] = host_bf16_round(m0[j]), v0[j] = host_bf16_round(v0[j]);
     float *w = copy_f32(w0, n), *m = copy_f32(m0, n), *v = copy_f32(v0, n);
-    float *d_w = gpu_upload(w0, (size_t)n * 4), *d_m = gpu_upload(m0, (size_t)n * 4), *d_v = gpu_upload(v0, (size_t)n * 4);
+    float *d_w = gpu_upload(w0, (size_t)n * 4);
+    void *d_m = upload_moment(m0, n, bf16), *d_v = upload_moment(v0, n, bf16);
     bf16_t *d_b = gpu_poisoned((size_t)n * 2);
     float *d_g = gpu_poisoned((size_t)n * 4);
     float *grads[3];
@@ -564,47 +581,59 @@ static void test_adamw(void) {
         adamw_step(w, grads[step], m, v, &pt, &tc, lrs[step], gss[step], step + 1);
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(d_w + o, d_b + o, d_g + o, d_m + o, d_v + o, (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+            gpu_adamw(d_w + o, d_b + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
+                      (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
-    float *gw = dl_f32(d_w, n), *gm = dl_f32(d_m, n), *gv = dl_f32(d_v, n);
+    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
     bf16_t *gb = dl_raw(d_b, (size_t)n * 2);
     double ew = rel_error_f(gw, w, n), em = rel_error_f(gm, m, n), ev = rel_error_f(gv, v, n);
-    CHECK_MSG(ew < 1e-6, "adamw: params rel error %.3g (%ld of %ld not bitwise equal to adamw_step)", ew,
+    CHECK_MSG(ew < 1e-6, "adamw, %s: params rel error %.3g (%ld of %ld not bitwise equal to adamw_step)", kind, ew,
               count_bit_mismatch_f32(gw, w, n), n);
-    CHECK_MSG(em < 1e-6, "adamw: m rel error %.3g (%ld not bitwise equal)", em, count_bit_mismatch_f32(gm, m, n));
-    CHECK_MSG(ev < 1e-6, "adamw: v rel error %.3g (%ld not bitwise equal)", ev, count_bit_mismatch_f32(gv, v, n));
-    long bad_bf = 0, gap_touched = 0;
+    CHECK_MSG(em < 1e-6, "adamw, %s: m rel error %.3g (%ld not bitwise equal)", kind, em,
+              count_bit_mismatch_f32(gm, m, n));
+    CHECK_MSG(ev < 1e-6, "adamw, %s: v rel error %.3g (%ld not bitwise equal)", kind, ev,
+              count_bit_mismatch_f32(gv, v, n));
+    long bad_bf = 0, gap_touched = 0, moved = 0;
     for (long j = 0; j < n; j++) {
         int in = 0;
         for (int i = 0; i < pt.count; i++) in |= (size_t)j >= items[i].offset && (size_t)j < items[i].offset + items[i].numel;
         if (in)
-            bad_bf += gb[j] != host_to_bf16(gw[j]);
+            bad_bf += gb[j] != host_to_bf16(gw[j]), moved += gm[j] != m0[j] && gv[j] != v0[j];
         else
             gap_touched += gb[j] != 0xffff || gw[j] != w0[j];
     }
-    CHECK_MSG(bad_bf == 0, "adamw: %ld bf16 copies differ from bf16(params)", bad_bf);
-    CHECK_MSG(gap_touched == 0, "adamw: %ld elements outside the launched ranges were written", gap_touched);
+    CHECK_MSG(bad_bf == 0, "adamw, %s: %ld bf16 copies differ from bf16(params)", kind, bad_bf);
+    CHECK_MSG(gap_touched == 0, "adamw, %s: %ld elements outside the launched ranges were written", kind, gap_touched);
+    /* bf16 moments must still follow their updates (beta <= 0.99): nearly every element moved */
+    CHECK_MSG(moved > (n - 3) * 9 / 10, "adamw, %s: only %ld of %ld moments moved in three steps", kind, moved, n);
     /* second run from the same state: bitwise */
+    cudaFree(d_m), cudaFree(d_v);
+    d_m = upload_moment(m0, n, bf16), d_v = upload_moment(v0, n, bf16);
     cudaCheck(cudaMemcpy(d_w, w0, (size_t)n * 4, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d_m, m0, (size_t)n * 4, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(d_v, v0, (size_t)n * 4, cudaMemcpyHostToDevice));
     for (int step = 0; step < 3; step++) {
         cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(d_w + o, NULL, d_g + o, d_m + o, d_v + o, (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+            gpu_adamw(d_w + o, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
+                      (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
-    float *gw2 = dl_f32(d_w, n), *gm2 = dl_f32(d_m, n), *gv2 = dl_f32(d_v, n);
+    float *gw2 = dl_f32(d_w, n), *gm2 = download_moment(d_m, n, bf16), *gv2 = download_moment(d_v, n, bf16);
     CHECK_MSG(bits_equal(gw, gw2, (size_t)n * 4) && bits_equal(gm, gm2, (size_t)n * 4) && bits_equal(gv, gv2, (size_t)n * 4),
-              "adamw: second run differs (params %ld, m %ld, v %ld)", count_bit_mismatch_f32(gw, gw2, n),
+              "adamw, %s: second run differs (params %ld, m %ld, v %ld)", kind, count_bit_mismatch_f32(gw, gw2, n),
               count_bit_mismatch_f32(gm, gm2, n), count_bit_mismatch_f32(gv, gv2, n));
     cudaFree(d_w), cudaFree(d_m), cudaFree(d_v), cudaFree(d_b), cudaFree(d_g);
     for (int s = 0; s < 3; s++) free(grads[s]);
     free(w0), free(m0), free(v0), free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gb), free(gw2), free(gm2), free(gv2);
+}
+
+static void test_adamw(void) {
+    if (!gpu_test_begin()) return;
+    adamw_case(0);
+    adamw_case(1);
 }
 
 /* ================================================================================================

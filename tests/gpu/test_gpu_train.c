@@ -5,7 +5,8 @@
  * resumed from a checkpoint. moe_impl "mok" (the megakernel, forward and backward)
  * tracks moe_impl "unfused" within 1e-2 at every step, training and validation losses, on 1 GPU
  * and on 2 GPUs with ep = 2, and repeats bit for bit. With grad_accum = 2 both layers track the CPU
- * in losses and gradient norms.
+ * in losses and gradient norms. With bf16 AdamW moments the GPU tracks the CPU's bf16 moments and
+ * resumes bit for bit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,33 +125,52 @@ static void test_gpu_runs_repeat_bitwise(void) {
 /* 20 steps straight (checkpoints at 10 and 20) vs resuming the step-10 checkpoint into another
  * directory: the same losses and final weights, bit for bit (optimizer state, expert biases and
  * data position all restored). The resumed run keeps its metrics lines up to step 10 and appends.
- * moe: the MoE layer ("unfused" or "mok"). */
-static void check_resume_bitwise(const char *moe) {
+ * moe: the MoE layer ("unfused" or "mok"); state: train.optimizer_state ("fp32" or "bf16": the bf16 moments go
+ * to the checkpoint and come back through fp32). */
+static void check_resume_bitwise(const char *moe, const char *state) {
     setup_corpus(0);
     double a[STEPS], b[STEPS];
-    char straight[9000], resumed[9000], cmd[9000], out[1024], ts[64], tr[64];
-    snprintf(ts, sizeof ts, "straight_%s", moe);
-    snprintf(tr, sizeof tr, "resumed_%s", moe);
-    snprintf(straight, sizeof straight, "--set backend=cuda --set moe_impl=%s --set checkpoint.dir=%s/s_%s "
-             "--set checkpoint.every=10", moe, dir, moe);
-    snprintf(resumed, sizeof resumed, "--set backend=cuda --set moe_impl=%s --set checkpoint.dir=%s/r_%s "
-             "--set checkpoint.every=10 --set checkpoint.resume=%s/s_%s/step_00000010", moe, dir, moe, dir, moe);
+    char straight[9000], resumed[9000], cmd[9000], out[1024], ts[96], tr[96], run_name[64];
+    snprintf(run_name, sizeof run_name, "%s_%s", moe, state);
+    snprintf(ts, sizeof ts, "straight_%s", run_name);
+    snprintf(tr, sizeof tr, "resumed_%s", run_name);
+    snprintf(straight, sizeof straight, "--set backend=cuda --set moe_impl=%s --set train.optimizer_state=%s "
+             "--set checkpoint.dir=%s/s_%s --set checkpoint.every=10", moe, state, dir, run_name);
+    snprintf(resumed, sizeof resumed, "--set backend=cuda --set moe_impl=%s --set train.optimizer_state=%s "
+             "--set checkpoint.dir=%s/r_%s --set checkpoint.every=10 --set checkpoint.resume=%s/s_%s/step_00000010",
+             moe, state, dir, run_name, dir, run_name);
     CHECK_EQ_INT(run(0, ts, straight, a), STEPS);
     snprintf(cmd, sizeof cmd, "cp %s/%s.jsonl %s/%s.jsonl", dir, ts, dir, tr);
     CHECK(test_run(cmd, out, sizeof out) == 0);
     CHECK_EQ_INT(run(0, tr, resumed, b), STEPS);
-    CHECK_MSG(memcmp(a, b, sizeof a) == 0, "moe_impl %s: a resumed GPU run's losses differ from the straight run's",
-              moe);
+    CHECK_MSG(memcmp(a, b, sizeof a) == 0,
+              "moe_impl %s, %s moments: a resumed GPU run's losses differ from the straight run's", moe, state);
     char ma[9000], mb[9000];
-    snprintf(ma, sizeof ma, "%s/s_%s/step_%08d/model.h5", dir, moe, STEPS);
-    snprintf(mb, sizeof mb, "%s/r_%s/step_%08d/model.h5", dir, moe, STEPS);
+    snprintf(ma, sizeof ma, "%s/s_%s/step_%08d/model.h5", dir, run_name, STEPS);
+    snprintf(mb, sizeof mb, "%s/r_%s/step_%08d/model.h5", dir, run_name, STEPS);
     CHECK(test_h5_same_group(ma, mb, "params") > 10);
 }
 
 static void test_gpu_resume_bitwise(void) {
     if (!gpu_test_begin()) return;
-    check_resume_bitwise("unfused");
-    check_resume_bitwise("mok");
+    check_resume_bitwise("unfused", "fp32");
+    check_resume_bitwise("mok", "fp32");
+    check_resume_bitwise("mok", "bf16");
+}
+
+/* train.optimizer_state bf16 on the GPU against the same on the CPU (the moments rounded alike). */
+static void test_gpu_bf16_moments_track_cpu(void) {
+    if (!gpu_test_begin()) return;
+    setup_corpus(0);
+    double ref[STEPS], loss[STEPS];
+    const char *bf16 = "--set train.optimizer_state=bf16";
+    char extra[2][256];
+    snprintf(extra[0], sizeof extra[0], "--set backend=cpu %s", bf16);
+    snprintf(extra[1], sizeof extra[1], "--set backend=cuda %s", bf16);
+    CHECK_EQ_INT(run(0, "cpu_bf16", extra[0], ref), STEPS);
+    CHECK_MSG(ref[STEPS - 1] < ref[0] - 1.0, "the CPU curve with bf16 moments must fall: %.4f -> %.4f", ref[0],
+              ref[STEPS - 1]);
+    check_tracks(ref, loss, run(0, "gpu_bf16", extra[1], loss), "1 GPU, bf16 moments");
 }
 
 /* Two runs' values are the same bits; fails with the first difference. at_name as above. */
@@ -265,6 +285,7 @@ static void test_gpu_mok_200_steps_ep2(void) {
 }
 
 TEST_SUITE(gpu_train, TEST_CASE(test_gpu_tracks_cpu), TEST_CASE(test_gpu_runs_repeat_bitwise),
-           TEST_CASE(test_gpu_resume_bitwise), TEST_CASE(test_gpu_mok_tracks_unfused),
+           TEST_CASE(test_gpu_resume_bitwise), TEST_CASE(test_gpu_bf16_moments_track_cpu),
+           TEST_CASE(test_gpu_mok_tracks_unfused),
            TEST_CASE(test_gpu_mok_tracks_unfused_ep2), TEST_CASE(test_gpu_mok_200_steps_ep2),
            TEST_CASE(test_gpu_grad_accum_tracks_cpu));
