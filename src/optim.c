@@ -36,14 +36,20 @@ double sum_of_squares(const float *x, size_t n) {
     return total;
 }
 
-/* x rounded to the nearest bf16, ties to even (the GPU's __float2bfloat16_rn); a NaN stays a NaN. */
+/* x rounded to the nearest bf16, ties to even, as the GPU's __float2bfloat16_rn (a NaN: its canonical 0x7fff). */
 static float bf16_round(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) u = 0x7fff0000u;
+    else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
     memcpy(&x, &u, sizeof x);
     return x;
+}
+
+void optim_round_state(float *m, float *v, size_t n, const TrainConfig *tc) {
+    if (tc->optimizer_state != OPT_STATE_BF16) return;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) m[i] = bf16_round(m[i]), v[i] = bf16_round(v[i]);
 }
 
 void adamw_step(float *params, const float *grads, float *m, float *v, const ParamTable *t,

@@ -18,6 +18,11 @@ double lr_at_step(const TrainConfig *tc, int step);
  * result does not depend on the thread count. */
 double sum_of_squares(const float *x, size_t n);
 
+/* With tc->optimizer_state bf16, m and v (n each) rounded to bf16 as adamw_step keeps them (a checkpoint
+ * written with fp32 moments, resumed with bf16 ones: both backends then start from the same values); else
+ * nothing. */
+void optim_round_state(float *m, float *v, size_t n, const TrainConfig *tc);
+
 /* One AdamW step (t = 1-based step count for bias correction) over every tensor of the table.
  * grads are multiplied by grad_scale first (clipping). With tc->optimizer_state bf16, m and v are
  * rounded to bf16 after their update (in these fp32 arrays, as the GPU stores them) and the step

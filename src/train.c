@@ -213,6 +213,7 @@ static void print_model_summary(const Trainer *tr) {
     printf("model: %lld parameters (%lld active per token), %.1f MFLOP per token (fwd+bwd)\n",
            (long long)model_param_count(d), (long long)model_active_param_count(d),
            model_flops_per_token(d, tr->cfg.train.seq_len) / 1e6);
+    /* the host's arrays: fp32 moments also for optimizer_state bf16 (the GPU's plan, printed above, halves them) */
     printf("memory per rank: parameters %.1f MiB, gradients %.1f MiB, AdamW moments %.1f MiB\n", mib, mib, 2 * mib);
     printf("tokens: %lld train, %lld val; global batch %d sequences x %d tokens\n",
            (long long)tr->train_set.num_tokens, (long long)tr->val_set.num_tokens,
@@ -256,6 +257,7 @@ static void checkpoint_resume(Trainer *tr) {
         mokc_warn("checkpoint.resume: '%s' is step %d but checkpoint.dir '%s' already holds the newer %s; this run "
                   "replaces checkpoints as it reaches their steps, and until then resume = \"auto\" picks the newer "
                   "ones: write a changed run to another checkpoint.dir", path, st.step, cc->dir, newest);
+    optim_round_state(tr->adam_m, tr->adam_v, tr->table.total, &tr->cfg.train);
     tr->step = tr->saved_step = st.step;
     tr->tokens_seen = st.tokens_seen;
     loader_seek(&tr->train_loader, st.loader_position);

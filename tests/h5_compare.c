@@ -1,5 +1,6 @@
 /* Bit-for-bit comparison of the float datasets of one group in two HDF5 files (checkpoints). */
 #include <hdf5.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,3 +62,33 @@ int test_h5_same_group(const char *a, const char *b, const char *group) {
     return ca.compared;
 }
 
+
+typedef struct {
+    long not_bf16, values;
+} Bf16Count;
+
+static herr_t count_not_bf16(hid_t group, const char *name, const H5L_info_t *info, void *data) {
+    (void)info;
+    Bf16Count *c = data;
+    hssize_t n = 0;
+    float *x = test_h5_read_floats(group, name, &n);
+    for (hssize_t i = 0; x && i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        c->not_bf16 += (u & 0xffffu) != 0;
+    }
+    c->values += x ? n : 0;
+    free(x);
+    return 0;
+}
+
+long test_h5_count_not_bf16(const char *file, const char *group, long *values) {
+    Bf16Count c = {0, 0};
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t g = f >= 0 ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
+    if (g >= 0) H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, count_not_bf16, &c);
+    if (g >= 0) H5Gclose(g);
+    if (f >= 0) H5Fclose(f);
+    *values = c.values;
+    return c.not_bf16;
+}

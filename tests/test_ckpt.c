@@ -191,34 +191,6 @@ static void resume_is_bitwise(void) {
     CHECK_STR_CONTAINS(big, "nothing left to train");
 }
 
-/* Values of a state file's moment group that are not bf16 numbers (low 16 bits set), or -1 if unreadable. */
-typedef struct {
-    long not_bf16, values;
-} Bf16Count;
-static herr_t count_not_bf16(hid_t group, const char *name, const H5L_info_t *info, void *data) {
-    (void)info;
-    Bf16Count *c = data;
-    hssize_t n = 0;
-    float *x = test_h5_read_floats(group, name, &n);
-    for (hssize_t i = 0; x && i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        c->not_bf16 += (u & 0xffffu) != 0;
-    }
-    c->values += x ? n : 0;
-    free(x);
-    return 0;
-}
-static Bf16Count moments_not_bf16(const char *state_file, const char *group) {
-    Bf16Count c = {0, 0};
-    hid_t f = H5Fopen(state_file, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t g = f >= 0 ? H5Gopen2(f, group, H5P_DEFAULT) : -1;
-    if (g >= 0) H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, count_not_bf16, &c);
-    if (g >= 0) H5Gclose(g);
-    if (f >= 0) H5Fclose(f);
-    return c;
-}
-
 /* train.optimizer_state bf16: the checkpoint's moments are bf16 numbers (kept in the fp32 format),
  * and resuming from them is bitwise as with fp32 moments. */
 static void resume_is_bitwise_with_bf16_moments(void) {
@@ -231,9 +203,10 @@ static void resume_is_bitwise_with_bf16_moments(void) {
         return;
     for (int m = 0; m < 2; m++) {
         const char *group = m ? "adam_v" : "adam_m";
-        Bf16Count c = moments_not_bf16(fmt("%s/step_00000005/state_rank00000.h5", a), group);
-        CHECK_MSG(c.values > 1000 && c.not_bf16 == 0, "%s: %ld of %ld values are not bf16 numbers", group, c.not_bf16,
-                  c.values);
+        long values = 0, not_bf16 = test_h5_count_not_bf16(fmt("%s/step_00000005/state_rank00000.h5", a), group,
+                                                           &values);
+        CHECK_MSG(values > 1000 && not_bf16 == 0, "%s: %ld of %ld values are not bf16 numbers", group, not_bf16,
+                  values);
     }
     char out[9000]; /* the resumed run keeps its metrics up to the checkpoint and appends */
     CHECK(test_run(fmt("cp %s %s", ma, mb), out, sizeof out) == 0);

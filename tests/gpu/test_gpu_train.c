@@ -149,6 +149,15 @@ static void check_resume_bitwise(const char *moe, const char *state) {
     snprintf(ma, sizeof ma, "%s/s_%s/step_%08d/model.h5", dir, run_name, STEPS);
     snprintf(mb, sizeof mb, "%s/r_%s/step_%08d/model.h5", dir, run_name, STEPS);
     CHECK(test_h5_same_group(ma, mb, "params") > 10);
+    /* bf16 moments leave the GPU as bf16 numbers: the setting reached the device */
+    for (int m = 0; m < 2 && strcmp(state, "bf16") == 0; m++) {
+        const char *group = m ? "adam_v" : "adam_m";
+        char sf[9000];
+        snprintf(sf, sizeof sf, "%s/s_%s/step_%08d/state_rank00000.h5", dir, run_name, STEPS);
+        long values = 0, not_bf16 = test_h5_count_not_bf16(sf, group, &values);
+        CHECK_MSG(values > 1000 && not_bf16 == 0, "moe_impl %s, bf16 moments: %ld of %ld %s values are not bf16 "
+                  "numbers", moe, not_bf16, values, group);
+    }
 }
 
 static void test_gpu_resume_bitwise(void) {
