@@ -186,10 +186,11 @@ static void plan_layer(GpuModel *g, int l) {
 
 static int state_bf16(const GpuModel *g) { return g->tc->optimizer_state == OPT_STATE_BF16; }
 
+/* Bytes of one element of a moment buffer (train.optimizer_state). */
+static size_t moment_bytes(const GpuModel *g) { return state_bf16(g) ? sizeof(bf16_t) : sizeof(float); }
+
 /* Element `o` of a moment buffer. */
-static void *moment_at(const GpuModel *g, void *base, size_t o) {
-    return state_bf16(g) ? (void *)((bf16_t *)base + o) : (void *)((float *)base + o);
-}
+static void *moment_at(const GpuModel *g, void *base, size_t o) { return (char *)base + o * moment_bytes(g); }
 
 static void plan_model(GpuModel *g) {
     const ModelDims *d = g->d;
@@ -200,9 +201,8 @@ static void plan_model(GpuModel *g) {
     PLAN("params_bf16", MEM_PARAMS, P, bf16_t, &g->params_bf16);
     PLAN("expert_bias", MEM_PARAMS, (size_t)d->L * (d->E > 0 ? d->E : 1), float, &g->expert_bias);
     PLAN("grads", MEM_GRADS, P, float, &g->grads);
-    const size_t moment = state_bf16(g) ? sizeof(bf16_t) : sizeof(float);
-    memory_plan_add(&g->plan, "adam_m", MEM_OPTIMIZER, P * moment, &g->adam_m);
-    memory_plan_add(&g->plan, "adam_v", MEM_OPTIMIZER, P * moment, &g->adam_v);
+    memory_plan_add(&g->plan, "adam_m", MEM_OPTIMIZER, P * moment_bytes(g), &g->adam_m);
+    memory_plan_add(&g->plan, "adam_v", MEM_OPTIMIZER, P * moment_bytes(g), &g->adam_v);
     PLAN("tokens", MEM_ACTIVATIONS, N, int, &g->tokens);
     PLAN("targets", MEM_ACTIVATIONS, N, int, &g->targets);
     PLAN("emb_order", MEM_ACTIVATIONS, N, int, &g->emb_order);
@@ -387,7 +387,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
             gpu_init_normal(w + (size_t)b * in.per_block, in.per_block, model_init_block_state(p, g->d, seed, b),
                             in.std, g->stream);
     }
-    const size_t bytes = g->t->total * (state_bf16(g) ? sizeof(bf16_t) : sizeof(float));
+    const size_t bytes = g->t->total * moment_bytes(g);
     cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
     cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
