@@ -1,5 +1,5 @@
 /*
- * Embedding forward (a row gather) and backward (a per-id ordered sum over host-built buckets),
+ * Embedding forward (a row gather), its rows put back, and backward (a per-id ordered sum over host-built buckets),
  * see embedding.h. VEC = 4 moves float4s (C % 4 == 0 and aligned pointers), VEC = 1 floats.
  */
 #include "embedding.h"
@@ -26,16 +26,19 @@ template <> struct Vec<1> {
     static __device__ __forceinline__ void add(float &a, const float &b) { a += b; }
 };
 
-/* One item = VEC channels of one row; items = N * (C / VEC). */
-template <int VEC>
-__global__ void embedding_forward_kernel(float *out, const int *tokens, const float *table, int N, int C) {
+/* One item = VEC channels of one row; items = N * (C / VEC). Row n of `rows` and row ids[n] of `table`: PUT copies
+ * the former into the latter, else the latter into the former. */
+template <int VEC, bool PUT>
+__global__ void embedding_rows_kernel(float *rows, const int *ids, float *table, int N, int C) {
     typedef typename Vec<VEC>::T T;
     const long cv = C / VEC, items = (long)N * cv;
     const long stride = (long)gridDim.x * blockDim.x;
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < items; i += stride) {
         long n = i / cv, c = i - n * cv;
-        long id = tokens[n];
-        reinterpret_cast<T *>(out)[n * cv + c] = reinterpret_cast<const T *>(table)[id * cv + c];
+        T *r = reinterpret_cast<T *>(rows) + n * cv + c;
+        T *t = reinterpret_cast<T *>(table) + (long)ids[n] * cv + c;
+        if (PUT) *t = *r;
+        else *r = *t;
     }
 }
 
@@ -55,17 +58,26 @@ __global__ void embedding_backward_kernel(float *dtable, const float *dout, cons
     *dst = acc;
 }
 
+template <bool PUT> void embedding_rows(float *rows, const int *ids, float *table, int N, int C, cudaStream_t stream) {
+    if (N <= 0 || C <= 0) return;
+    const int vec = C % 4 == 0 && aligned16(rows) && aligned16(table);
+    const int blocks = grid_for((long)N * (vec ? C / 4 : C), kThreads);
+    if (vec)
+        embedding_rows_kernel<4, PUT><<<blocks, kThreads, 0, stream>>>(rows, ids, table, N, C);
+    else
+        embedding_rows_kernel<1, PUT><<<blocks, kThreads, 0, stream>>>(rows, ids, table, N, C);
+    cudaCheckLaunch();
+}
+
 } // namespace
 
 extern "C" void gpu_embedding_forward(float *out, const int *tokens, const float *table, int N, int C, cudaStream_t stream) {
-    if (N <= 0 || C <= 0) return;
-    const int vec = C % 4 == 0 && aligned16(out) && aligned16(table);
-    const int blocks = grid_for((long)N * (vec ? C / 4 : C), kThreads);
-    if (vec)
-        embedding_forward_kernel<4><<<blocks, kThreads, 0, stream>>>(out, tokens, table, N, C);
-    else
-        embedding_forward_kernel<1><<<blocks, kThreads, 0, stream>>>(out, tokens, table, N, C);
-    cudaCheckLaunch();
+    embedding_rows<false>(out, tokens, const_cast<float *>(table), N, C, stream);
+}
+
+extern "C" void gpu_embedding_put_rows(float *table, const float *rows, const int *ids, int n, int C,
+                                       cudaStream_t stream) {
+    embedding_rows<true>(const_cast<float *>(rows), ids, table, n, C, stream);
 }
 
 extern "C" void gpu_embedding_backward(float *dtable, const float *dout, const int *order, const int *bucket_start,

@@ -30,6 +30,11 @@ extern "C" {
  * tokens int32 (N), device. Bitwise exact copy. N == 0 or C == 0 launches nothing. */
 void gpu_embedding_forward(float *out, const int *tokens, const float *table, int N, int C, cudaStream_t stream);
 
+/* table[ids[i], :] = rows[i, :] for i < n: a gathered copy (gpu_embedding_forward with the ids as tokens) put back.
+ * table fp32 (V, C); rows fp32 (n, C); ids int32 (n), device, distinct (a row written twice would keep either).
+ * Bitwise exact; other rows untouched. n == 0 or C == 0 launches nothing. */
+void gpu_embedding_put_rows(float *table, const float *rows, const int *ids, int n, int C, cudaStream_t stream);
+
 /* dtable[bucket_id[b], :] += sum over p in [bucket_start[b], bucket_start[b+1]) of dout[order[p], :],
  * summed in p order, for every bucket b < nb. ACCUMULATES into dtable (fp32 (V, C)); rows of ids
  * that do not occur are not touched. dout fp32 (N, C). order, bucket_start, bucket_id: device
@@ -46,6 +51,14 @@ void gpu_embedding_backward(float *dtable, const float *dout, const int *order, 
  * and returns nb (0 when N == 0). Caller allocates order and bucket_id with N ints and bucket_start
  * with N + 1 ints (the worst case nb = N). O(N log N), allocates N 64-bit keys temporarily. */
 int embedding_buckets_build(const int *tokens, int N, int V, int *order, int *bucket_start, int *bucket_id);
+
+/* Host helpers (src/gpu/embedding_buckets.c) for the set of ids a step's micro-batches touched, as a bitmap of
+ * embedding_ids_words(V) 64-bit words (bit id % 64 of word id / 64): the rows of the embedding's gradient that can
+ * be nonzero, on this rank or (the bitmaps OR-ed) any. embedding_ids_mark sets the bits of n ids (each in [0, V));
+ * embedding_ids_list writes the set ids in increasing order to ids (room for V) and returns their number. */
+static inline int embedding_ids_words(int V) { return (V + 63) / 64; }
+void embedding_ids_mark(uint64_t *seen, const int *ids, int n);
+int embedding_ids_list(const uint64_t *seen, int V, int *ids);
 
 #ifdef __cplusplus
 }

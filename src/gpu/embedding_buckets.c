@@ -1,5 +1,5 @@
-/* Host-side bucketing of token positions by id for the deterministic embedding backward
- * (declared in kernels/embedding.h). */
+/* Host-side bucketing of token positions by id for the deterministic embedding backward, and the set of ids a step
+ * touched (declared in kernels/embedding.h). */
 #include "../../kernels/embedding.h"
 
 #include <stdint.h>
@@ -40,4 +40,15 @@ int embedding_buckets_build(const int *tokens, int N, int V, int *order, int *bu
     bucket_start[nb] = N;
     free(keys);
     return nb;
+}
+
+void embedding_ids_mark(uint64_t *seen, const int *ids, int n) {
+    for (int i = 0; i < n; i++) seen[ids[i] >> 6] |= (uint64_t)1 << (ids[i] & 63);
+}
+
+int embedding_ids_list(const uint64_t *seen, int V, int *ids) {
+    int n = 0;
+    for (int w = 0; w < embedding_ids_words(V); w++)
+        for (uint64_t bits = seen[w]; bits; bits &= bits - 1) ids[n++] = w * 64 + __builtin_ctzll(bits);
+    return n;
 }

@@ -48,6 +48,8 @@
 /* The bf16 dlogits the head's backward takes in one pass (whole chunks): under this many bytes, so fewer than 2^31
  * elements (all 8192 rows of a micro-batch at V = 151936 in one pass). */
 #define HEAD_GRAD_BYTES (3072ull << 20)
+/* The embedding gradient's rows summed over the ranks in one NCCL call at most (reduce_embedding). */
+#define EMB_PACK_BYTES (64ull << 20)
 
 /* The rows of a chunk of the head's logits for N rows of V: the fewest chunks under HEAD_CHUNK_BYTES, as even as whole
  * 128-row tiles allow (1664, 1664, 1664, 1664, 1536 had left the last GEMM with a short tail). */
@@ -77,7 +79,7 @@ struct GpuModel {
     MemoryPlan plan;
     cudaStream_t stream, comm_stream;
     cublasHandle_t blas;
-    cudaEvent_t *layer_done;      /* [L + 1]: the last one is the embedding/head tensors */
+    cudaEvent_t *layer_done;      /* [L + 2]: then the head and final norm, then the embedding */
     cudaEvent_t reduce_done;
     /* parameters, gradients, optimizer (flat, the table's layout) */
     float *params, *grads;
@@ -91,6 +93,12 @@ struct GpuModel {
      * stream, so the next micro-batch may rewrite them while this one's backward runs */
     int *h_tokens, *h_targets, *h_order, *h_start, *h_id;
     int emb_buckets;
+    /* the embedding gradient's rows that are summed over the ranks (reduce_embedding; none on one rank or with the
+     * table tied to the LM head): the ids this step touched here (bitmap), then on any rank (increasing; the pinned
+     * host list and its device copy), and those rows gathered emb_pack_rows at a time */
+    uint64_t *emb_seen;
+    int *h_emb_rows, *emb_rows, emb_pack_rows;
+    float *emb_pack;
     /* activations */
     LayerActs *layers;
     float *x_final, *rstdf, *rope_table;
@@ -208,6 +216,8 @@ static void plan_model(GpuModel *g) {
     PLAN("emb_order", MEM_ACTIVATIONS, N, int, &g->emb_order);
     PLAN("emb_start", MEM_ACTIVATIONS, N + 1, int, &g->emb_start);
     PLAN("emb_id", MEM_ACTIVATIONS, N, int, &g->emb_id);
+    PLAN("emb_rows", MEM_WORKSPACE, g->emb_pack_rows ? V : 0, int, &g->emb_rows);
+    PLAN("emb_pack", MEM_WORKSPACE, (size_t)g->emb_pack_rows * C, float, &g->emb_pack);
     for (int l = 0; l < d->L; l++) plan_layer(g, l);
     PLAN("x_final", MEM_ACTIVATIONS, N * C, float, &g->x_final);
     PLAN("lnf", MEM_ACTIVATIONS, N * C, bf16_t, &g->lnf);
@@ -285,6 +295,12 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
         cudaCheck(cudaMallocHost((void **)pinned[i], sizeof(int) * (size_t)(g->N + 1)));
     cudaCheck(cudaMallocHost((void **)&g->h_scalars, 4 * sizeof(double)));
+    if (dist->world > 1 && t->lm_head != t->tok_emb) {
+        const size_t rows = EMB_PACK_BYTES / ((size_t)d->C * sizeof(float));
+        g->emb_pack_rows = rows < 1 ? 1 : rows > (size_t)d->V ? d->V : (int)rows;
+        g->emb_seen = callocCheck((size_t)embedding_ids_words(d->V), sizeof(uint64_t));
+        cudaCheck(cudaMallocHost((void **)&g->h_emb_rows, sizeof(int) * (size_t)d->V));
+    }
     plan_model(g);
     memory_plan_allocate(&g->plan);
     cudaCheck(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
@@ -292,8 +308,8 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     cublasCheck(cublasCreate(&g->blas));
     cublasCheck(cublasSetStream(g->blas, g->stream));
     step_timer_init(&g->timer, g->stream);
-    g->layer_done = callocCheck((size_t)d->L + 1, sizeof(cudaEvent_t));
-    for (int l = 0; l <= d->L; l++) cudaCheck(cudaEventCreateWithFlags(&g->layer_done[l], cudaEventDisableTiming));
+    g->layer_done = callocCheck((size_t)d->L + 2, sizeof(cudaEvent_t));
+    for (int l = 0; l <= d->L + 1; l++) cudaCheck(cudaEventCreateWithFlags(&g->layer_done[l], cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&g->reduce_done, cudaEventDisableTiming));
     g->attn = attention_workspace_create_at(g->attn_impl, g->attn_mem,
                                             attention_workspace_bytes(g->attn_impl, B, T, d->Hq, d->Hkv, d->D), B, T,
@@ -320,7 +336,7 @@ void gpu_model_destroy(GpuModel *g) {
     free(g->moe_saved);
     free(g->moe_mok);
     attention_workspace_free(g->attn);
-    for (int l = 0; l <= g->d->L; l++) cudaEventDestroy(g->layer_done[l]);
+    for (int l = 0; l <= g->d->L + 1; l++) cudaEventDestroy(g->layer_done[l]);
     cudaEventDestroy(g->reduce_done);
     step_timer_free(&g->timer);
     free(g->layer_done);
@@ -329,6 +345,8 @@ void gpu_model_destroy(GpuModel *g) {
     cudaStreamDestroy(g->comm_stream);
     memory_plan_free(&g->plan);
     cudaFreeHost(g->h_scalars);
+    cudaFreeHost(g->h_emb_rows);
+    free(g->emb_seen);
     int *pinned[] = {g->h_tokens, g->h_targets, g->h_order, g->h_start, g->h_id};
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) cudaFreeHost(pinned[i]);
     free(g->layers);
@@ -438,6 +456,7 @@ void gpu_model_zero_grads(GpuModel *g) {
         if (p) start = p->offset + p->numel;
     }
     g->experts_unwritten = 1;
+    if (g->emb_seen) memset(g->emb_seen, 0, sizeof(uint64_t) * (size_t)embedding_ids_words(g->d->V));
     step_timer_mark(&g->timer, STEP_DENSE, "host before the batch"); /* a gap: the host's work */
 }
 
@@ -471,6 +490,7 @@ static void upload_batch(GpuModel *g, const int *inputs, const int *targets, int
     }
     if (!with_grad) return;
     g->emb_buckets = embedding_buckets_build(inputs, N, g->d->V, g->h_order, g->h_start, g->h_id);
+    if (g->emb_seen) embedding_ids_mark(g->emb_seen, g->h_id, g->emb_buckets);
     cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, bytes, cudaMemcpyHostToDevice, s));
     cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
                               cudaMemcpyHostToDevice, s));
@@ -622,15 +642,17 @@ static ncclComm_t grad_comm(const GpuModel *g, const ParamInfo *p) {
     return g->comms->world ? (p->kind == PARAM_EXPERT ? g->comms->dp : g->comms->world) : NULL;
 }
 
-/* Starts summing one layer's gradients (or the embedding/head tensors: layer -1) over the ranks
- * once the compute stream has produced them. Replicated tensors sum over the world, expert
+/* Starts summing one layer's gradients over the ranks once the compute stream has produced them. Layer -1 goes in
+ * two parts: the LM head's and final norm's gradients are whole after the last micro-batch's head backward, so their
+ * 1.2 GB at mokc-small's sizes go under the layers' backward; the embedding table's (embedding = 1) only after it.
+ * Replicated tensors sum over the world, expert
  * tensors over the ranks holding the same experts; the loss was pre-scaled by 1/world.
  * These collectives (world / dp communicators, comm stream) run while the next layer's MoE
  * exchange runs on the ep communicator (compute stream). Every rank issues both in the same order
  * and each NCCL kernel uses few SMs, so both make progress; a setting that lets NCCL take the
  * whole GPU (or another job on it) could serialise them in different orders on different ranks:
  * then chain the exchange behind the reduce with an event. Measured: no stall on 2×H200. */
-static void reduce_layer(GpuModel *g, int layer, cudaEvent_t ready) {
+static void reduce_layer(GpuModel *g, int layer, int embedding, cudaEvent_t ready) {
     const GpuComms *c = g->comms;
     if (!c->world) return;
     cudaCheck(cudaEventRecord(ready, g->stream));
@@ -638,13 +660,40 @@ static void reduce_layer(GpuModel *g, int layer, cudaEvent_t ready) {
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
-        if (p->layer != layer) continue;
+        if (p->layer != layer || (p->offset == g->t->tok_emb) != embedding) continue;
         ncclComm_t comm = grad_comm(g, p);
         if (!comm) continue;
         ncclCheck(ncclAllReduce(g->grads + p->offset, g->grads + p->offset, p->numel, ncclFloat, ncclSum, comm,
                                 g->comm_stream));
     }
     ncclCheck(ncclGroupEnd());
+}
+
+/* Sums the embedding table's gradient over the ranks after the backward. Untied from the LM head, its rows are
+ * nonzero only for the ids that this step's tokens used on some rank (its rows start at zero each step): those rows
+ * alone are gathered, summed and put back, emb_pack_rows at a time, and every other row is zero on every rank, as the
+ * sum would leave it. The table's whole gradient (1.2 GB at mokc-small's sizes) came after the last layer's backward,
+ * with nothing left to hide it; the rows are ~100 of 151 936 on byte-level ids. */
+static void reduce_embedding(GpuModel *g, cudaEvent_t ready) {
+    if (!g->emb_seen) {
+        reduce_layer(g, -1, 1, ready);
+        return;
+    }
+    const int V = g->d->V, C = g->d->C;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g->emb_seen, embedding_ids_words(V), MPI_UINT64_T, MPI_BOR, MPI_COMM_WORLD));
+    const int n = embedding_ids_list(g->emb_seen, V, g->h_emb_rows);
+    cudaCheck(cudaEventRecord(ready, g->stream));
+    cudaCheck(cudaStreamWaitEvent(g->comm_stream, ready, 0));
+    cudaCheck(cudaMemcpyAsync(g->emb_rows, g->h_emb_rows, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice,
+                              g->comm_stream));
+    float *table = G32(g->t->tok_emb);
+    for (int i = 0; i < n; i += g->emb_pack_rows) {
+        const int m = n - i < g->emb_pack_rows ? n - i : g->emb_pack_rows;
+        gpu_embedding_forward(g->emb_pack, g->emb_rows + i, table, m, C, g->comm_stream);
+        ncclCheck(ncclAllReduce(g->emb_pack, g->emb_pack, (size_t)m * C, ncclFloat, ncclSum, g->comms->world,
+                                g->comm_stream));
+        gpu_embedding_put_rows(table, g->emb_pack, g->emb_rows + i, m, C, g->comm_stream);
+    }
 }
 
 static void layer_backward(GpuModel *g, int l, double dloss) {
@@ -717,14 +766,15 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     cudaCheck(cudaMemsetAsync(g->dres, 0, sizeof(float) * (size_t)N * d->C, s));
     gpu_rmsnorm_backward(g->dres, NULL, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final,
                          W32(g->t->final_norm), g->rstdf, N, d->C, s);
+    if (last) reduce_layer(g, -1, 0, g->layer_done[d->L]);
     for (int l = d->L - 1; l >= 0; l--) {
         layer_backward(g, l, scaled);
-        if (last) reduce_layer(g, l, g->layer_done[l]);
+        if (last) reduce_layer(g, l, 0, g->layer_done[l]);
     }
     mark(g, STEP_DENSE, "embedding bwd");
     gpu_embedding_backward(G32(g->t->tok_emb), g->dres, g->emb_order, g->emb_start, g->emb_id, g->emb_buckets, d->C,
                            s);
-    if (last) reduce_layer(g, -1, g->layer_done[d->L]);
+    if (last) reduce_embedding(g, g->layer_done[d->L + 1]);
     /* the last micro-batch's stream idles from here until the optimizer: the all-reduces run, and the host
      * sums the losses and loads over the ranks */
     if (last) mark(g, STEP_ALLREDUCE, "all-reduce wait");

@@ -203,6 +203,67 @@ static void test_embedding_buckets(void) {
     free(tok), free(order), free(bid), free(bstart), free(seen);
 }
 
+static void test_embedding_ids_union(void) {
+    /* Host-only: runs without a GPU. Two "ranks'" micro-batches marked into one bitmap each, OR-ed, listed. */
+    const int V = 200, N = 37; /* V not a multiple of 64: the last word is partial */
+    rng_seed(12);
+    const int words = embedding_ids_words(V);
+    CHECK_EQ_INT(words, 4);
+    uint64_t *seen = calloc((size_t)words, sizeof(uint64_t)), *other = calloc((size_t)words, sizeof(uint64_t));
+    int *want = calloc(V, sizeof(int)), *ids = xmalloc(N * sizeof(int)), *list = xmalloc(V * sizeof(int));
+    for (int batch = 0; batch < 4; batch++) {
+        for (int n = 0; n < N; n++) ids[n] = batch == 3 ? V - 1 - rnd_int(3) : rnd_int(V);
+        embedding_ids_mark(batch % 2 ? other : seen, ids, N);
+        for (int n = 0; n < N; n++) want[ids[n]] = 1;
+    }
+    for (int w = 0; w < words; w++) seen[w] |= other[w];
+    const int n = embedding_ids_list(seen, V, list);
+    int count = 0;
+    for (int v = 0; v < V; v++) count += want[v];
+    CHECK_EQ_INT(n, count);
+    for (int i = 0; i < n; i++) {
+        CHECK_MSG(list[i] >= 0 && list[i] < V && want[list[i]], "listed id %d was never marked", list[i]);
+        if (i > 0) CHECK_MSG(list[i] > list[i - 1], "ids not increasing at %d: %d after %d", i, list[i], list[i - 1]);
+    }
+    memset(seen, 0, sizeof(uint64_t) * (size_t)words);
+    CHECK_EQ_INT(embedding_ids_list(seen, V, list), 0);
+    free(seen), free(other), free(want), free(ids), free(list);
+}
+
+static void test_embedding_put_rows(void) {
+    if (!gpu_test_begin()) return;
+    const struct { int n, C, V; } shapes[] = {{1, 8, 5}, {13, 2048, 40}, {37, 6, 50}, {300, 64, 700}};
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        const int n = shapes[si].n, C = shapes[si].C, V = shapes[si].V;
+        const long nt = (long)V * C, nr = (long)n * C;
+        rng_seed(300 + si);
+        /* n distinct ids in random order: a shuffled prefix of 0..V-1 */
+        int *perm = xmalloc(V * sizeof(int));
+        for (int v = 0; v < V; v++) perm[v] = v;
+        for (int v = V - 1; v > 0; v--) {
+            const int j = rnd_int(v + 1), t = perm[v];
+            perm[v] = perm[j], perm[j] = t;
+        }
+        float *table = rand_f32(nt, -1, 1), *rows = rand_f32(nr, -1, 1), *want = copy_f32(table, nt);
+        for (int i = 0; i < n; i++) memcpy(want + (long)perm[i] * C, rows + (long)i * C, (size_t)C * 4);
+        int *d_ids = gpu_upload(perm, n * sizeof(int));
+        float *d_table = gpu_upload(table, (size_t)nt * 4), *d_rows = gpu_upload(rows, (size_t)nr * 4);
+        gpu_embedding_put_rows(d_table, d_rows, d_ids, n, C, 0);
+        float *got = dl_f32(d_table, nt);
+        CHECK_MSG(bits_equal(got, want, (size_t)nt * 4),
+                  "embedding_put_rows n=%d C=%d V=%d: %ld elements differ from the rows put or the rows left", n, C, V,
+                  count_bit_mismatch_f32(got, want, nt));
+        /* and back out with the forward's gather: the rows put, bitwise */
+        float *d_back = gpu_poisoned((size_t)nr * 4);
+        gpu_embedding_forward(d_back, d_ids, d_table, n, C, 0);
+        float *back = dl_f32(d_back, nr);
+        CHECK_MSG(bits_equal(back, rows, (size_t)nr * 4), "embedding_put_rows n=%d C=%d: gathered back, %ld differ", n,
+                  C, count_bit_mismatch_f32(back, rows, nr));
+        cudaFree(d_ids), cudaFree(d_table), cudaFree(d_rows), cudaFree(d_back);
+        free(perm), free(table), free(rows), free(want), free(got), free(back);
+    }
+}
+
 static void test_embedding_forward_backward(void) {
     if (!gpu_test_begin()) return;
     const struct { int N, C, V; } shapes[] = {{1, 8, 5}, {7, 96, 13}, {257, 2056, 1000}, {33, 6, 50}, {64, 13, 3}, {300, 64, 7}};
@@ -711,7 +772,8 @@ static void test_reduce_ranges_and_sum(void) {
 }
 
 TEST_SUITE(gpu_cast, TEST_CASE(test_cast_exact));
-TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_forward_backward));
+TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_ids_union),
+           TEST_CASE(test_embedding_put_rows), TEST_CASE(test_embedding_forward_backward));
 TEST_SUITE(gpu_rmsnorm, TEST_CASE(test_rmsnorm_forward), TEST_CASE(test_rmsnorm_backward));
 TEST_SUITE(gpu_rope, TEST_CASE(test_rope));
 TEST_SUITE(gpu_swiglu, TEST_CASE(test_swiglu));
