@@ -1,7 +1,8 @@
 /*
  * Fused cross-entropy forward/backward (cross_entropy.h). Each thread keeps a running (max m,
- * sum s of exp(x - m)) over its strided elements; the block combines the pairs by warp butterflies
- * and then over warps, a fixed tree, so every thread ends with the same (M, S).
+ * sum s of exp(x - m)) over its strided elements (or, from a tile's statistics, over its strided
+ * tiles' pairs); the block combines the pairs by warp butterflies and then over warps, a fixed
+ * tree, so every thread ends with the same (M, S).
  */
 #include "cross_entropy.h"
 
@@ -81,6 +82,46 @@ __global__ void __launch_bounds__(kMaxThreads)
     }
 }
 
+/* gpu_cross_entropy_coded: the row's (max, sum) from its tiles' pairs (thread t combines tiles t, t + blockDim, ...
+ * in order, then the block's tree), each tile's exp offset (its maximum - lse) in shared memory, then the gradient
+ * from the codes, from the row's end as above (the codes written last are the ones still in L2). VEC divides 256,
+ * so VEC adjacent codes share a tile. */
+template <int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    cross_entropy_coded_kernel(float *losses, __nv_bfloat16 *dlogits, const uint16_t *codes, const float *stats,
+                               int tiles, const float *target_logit, const int *targets, int V, float scale) {
+    extern __shared__ float offset[]; /* [tiles] */
+    __shared__ float red_m[32], red_s[32];
+    const long row = blockIdx.x;
+    const float2 *st = reinterpret_cast<const float2 *>(stats) + row * tiles;
+    float m = -INFINITY, s = 0.0f;
+    for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+        const float2 ms = st[t];
+        combine(m, s, ms.x, ms.y);
+    }
+    block_combine(m, s, red_m, red_s);
+    const float lse = m + logf(s);
+    if (threadIdx.x == 0) losses[row] = lse - target_logit[row];
+    if (!dlogits) return;
+    for (int t = threadIdx.x; t < tiles; t += blockDim.x) offset[t] = st[t].x - lse;
+    __syncthreads();
+    const int target = targets[row];
+    const uint16_t *q = codes + row * V;
+    __nv_bfloat16 *d = dlogits + row * V;
+    const float unit = 1.0f / (1 << MOKC_LOGIT_CODE_BITS);
+    const int step = blockDim.x * VEC, first = threadIdx.x * VEC;
+    for (int j = first < V ? first + (V - 1 - first) / step * step : -1; j >= 0; j -= step) {
+        uint16_t c[VEC];
+        if constexpr (VEC == 4) *reinterpret_cast<uint2 *>(c) = *reinterpret_cast<const uint2 *>(q + j);
+        else c[0] = q[j];
+        const float o = offset[j >> 8];
+        float v[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = (expf(o - c[k] * unit) - (j + k == target ? 1.0f : 0.0f)) * scale;
+        store_bf16<VEC>(d + j, v);
+    }
+}
+
 } // namespace
 
 extern "C" void gpu_cross_entropy(float *losses, bf16_t *dlogits, const float *logits, const int *targets, int rows,
@@ -92,5 +133,21 @@ extern "C" void gpu_cross_entropy(float *losses, bf16_t *dlogits, const float *l
         cross_entropy_kernel<4><<<rows, threads, 0, stream>>>(losses, d, logits, targets, V, dloss_scale);
     else
         cross_entropy_kernel<1><<<rows, threads, 0, stream>>>(losses, d, logits, targets, V, dloss_scale);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_cross_entropy_coded(float *losses, bf16_t *dlogits, const uint16_t *codes, const float *stats,
+                                        const float *target_logit, const int *targets, int rows, int V,
+                                        float dloss_scale, cudaStream_t stream) {
+    if (rows <= 0) return;
+    const int threads = V >= 16384 ? kMaxThreads : 256, tiles = (V + 255) / 256;
+    const size_t smem = sizeof(float) * (size_t)tiles;
+    __nv_bfloat16 *d = reinterpret_cast<__nv_bfloat16 *>(dlogits);
+    if (V % 4 == 0 && aligned(codes, 8) && (!dlogits || aligned(dlogits, 8)))
+        cross_entropy_coded_kernel<4><<<rows, threads, smem, stream>>>(losses, d, codes, stats, tiles, target_logit,
+                                                                       targets, V, dloss_scale);
+    else
+        cross_entropy_coded_kernel<1><<<rows, threads, smem, stream>>>(losses, d, codes, stats, tiles, target_logit,
+                                                                       targets, V, dloss_scale);
     cudaCheckLaunch();
 }

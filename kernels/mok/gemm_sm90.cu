@@ -20,6 +20,10 @@
  * C as in the megakernel's epilogues; groups of up to 192 rows read each slice of B once. Stored
  * from registers, two columns a store. gemm_sm90_grouped_r192_b32: the same with B in 32-column
  * panels (64-byte swizzle), two boxes of 96 columns a stage.
+ *
+ * gemm_sm90_logits runs the 128 x 256 tile with B K-major (the LM head's (V, C) weights: one 256-row box a stage,
+ * sm90_mma<0, 0>) and an epilogue for the cross-entropy: each row's softmax statistics of the tile from the
+ * accumulators, its target's logit, and 16-bit codes of the logits staged and stored as bf16 results are.
  */
 #include "gemm_sm90.h"
 
@@ -27,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "../cross_entropy.h" /* the logits' code */
 #include "sm90_pipeline.cuh"
 
 #define GEMM_BN 256        /* columns of a tile: one m64n256 accumulator per consumer */
@@ -41,6 +46,8 @@ typedef struct {
 
 typedef struct {
     __nv_bfloat16 *c;
+    float *stats, *target_logit; /* gemm_sm90_logits: each row's (max, sum of exp) a tile; its target's logit */
+    const int *targets;
     const float *rope;  /* NULL, or gemm_sm90_rope's table: rotate pairs of each head of D columns */
     int rope_T, rope_D;
     MokError *err;
@@ -215,21 +222,27 @@ __global__ void __launch_bounds__(TOK_THREADS, 1)
 
 /* ---- 128 x 256 tiles ---- */
 
+/* B_KMAJOR: B is (G, N, K), K-major like A, and a stage takes its 256 rows as one box (zero past N, and
+ * counted in full); else B's N-major panels inside N. */
+template <bool B_KMAJOR>
 __device__ void gemm_produce(const GemmSm90Params &p, const GemmSm90Maps &tm, const Sm90Watch &wd, const Sm90Smem &sm) {
     Sm90Ring sr(SM90_STAGES);
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile(p, t);
         /* panels wholly past N are not loaded (their columns are discarded) */
-        const int panels = min(4, (p.N - k.n0 + 63) / 64);
+        const int panels = B_KMAJOR ? 4 : min(4, (p.N - k.n0 + 63) / 64);
         const unsigned bytes = SM90_A_BYTES + panels * SM90_PANEL_BYTES;
         for (int kb = 0; kb < KB; kb++) {
             const int s = sm90_stage_begin(wd, sm.bars, sr, bytes, t);
             uint64_t *full = &sm.bars->full[s];
             mok_tma_load_3d(sm.a + s * SM90_A_BYTES, &tm.a, full, kb * SM90_BK, k.m0, k.g);
-            for (int j = 0; j < panels; j++)
-                mok_tma_load_3d(sm.b + s * SM90_B_BYTES + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j,
-                                kb * SM90_BK, k.g);
+            if constexpr (B_KMAJOR)
+                mok_tma_load_3d(sm.b + s * SM90_B_BYTES, &tm.b, full, kb * SM90_BK, k.n0, k.g);
+            else
+                for (int j = 0; j < panels; j++)
+                    mok_tma_load_3d(sm.b + s * SM90_B_BYTES + j * SM90_PANEL_BYTES, &tm.b, full, k.n0 + 64 * j,
+                                    kb * SM90_BK, k.g);
         }
     }
 }
@@ -293,7 +306,74 @@ __device__ __forceinline__ void gemm_store(const GemmSm90Params &p, const float 
         sm90_store_rows(acc, stg, w, p.M - r0, k.n0, p.N, [&](int r) { return rows + (size_t)r * p.N; });
 }
 
-template <bool ROPE>
+/* gemm_sm90_logits' code of logit x in a tile whose row maximum is m (cross_entropy.h): (m - x) in units of
+ * 2^-MOKC_LOGIT_CODE_BITS, rounded, at most 65535. */
+__device__ __forceinline__ unsigned logit_code(float x, float m) {
+    /* + 1.5 * 2^23 rounds to the nearest integer into the low mantissa bits: no conversion instruction (a sixteenth
+     * of the ALU rate) */
+    constexpr float unit = 1 << MOKC_LOGIT_CODE_BITS, to_int = 12582912.0f;
+    return __float_as_uint(fmaf(fminf(m - x, 65535.0f / unit), unit, to_int)) & 0xffffu;
+}
+
+/* 2^x as one MUFU.EX2 (results below 2^-126 flushed to 0): the epilogue's exps must stay a small part of a tile. */
+__device__ __forceinline__ float logit_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* gemm_sm90_logits' epilogue, consumer w's 64 rows x 256 columns (acc[4i + e] is row 16 (warp % 4) + lane / 4 +
+ * 8 (e >= 2) of the 64 and column 8i + 2 (lane % 4) + (e & 1)): each row's (max m, sum of exp(c - m)) over the
+ * tile's columns inside N into its stats slot (a lane's columns in order, then the quad's butterflies: every lane
+ * the same bits), the target's logit where the row's target is in the tile, and the codes through the staging as
+ * bf16 results go. */
+__device__ __forceinline__ void gemm_store_logits(const GemmSm90Params &p, const float (&acc)[128], __nv_bfloat16 *stg,
+                                                  int w, const GemmTile &k) {
+    const int tid = threadIdx.x & 127, lane = tid & 31, r0 = k.m0 + 64 * w;
+    const int m = r0 + 16 * (tid >> 5) + (lane >> 2), n = k.n0 + 2 * (lane & 3);
+    float mx[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float sum = 0.0f;
+        mx[h] = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < GEMM_BN / 8; i++)
+            if (n + 8 * i < p.N) mx[h] = fmaxf(mx[h], fmaxf(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2)); /* finite: the quad covers the tile */
+        constexpr float log2e = 1.4426950408889634f;
+        const float base = mx[h] * log2e;
+#pragma unroll
+        for (int i = 0; i < GEMM_BN / 8; i++)
+            if (n + 8 * i < p.N) {
+                sum += logit_exp2(fmaf(acc[4 * i + 2 * h], log2e, -base));
+                sum += logit_exp2(fmaf(acc[4 * i + 2 * h + 1], log2e, -base));
+            }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const int row = m + 8 * h;
+        if (row >= p.M) continue;
+        float2 *slot = reinterpret_cast<float2 *>(p.stats) + (size_t)row * p.nt + k.n0 / GEMM_BN;
+        if ((lane & 3) == 0) *slot = make_float2(mx[h], sum);
+        const int tc = p.targets[row] - n; /* the target's column, relative to this lane's first */
+#pragma unroll
+        for (int i = 0; i < GEMM_BN / 8; i++) /* static indices (a select): the accumulators stay in registers */
+            if (tc == 8 * i || tc == 8 * i + 1)
+                p.target_logit[row] = tc & 1 ? acc[4 * i + 2 * h + 1] : acc[4 * i + 2 * h];
+    }
+    __nv_bfloat16 *rows = p.c + (size_t)r0 * p.N;
+    sm90_store_parts_as(stg, w, k.n0, p.N, [&](int c0) {
+        sm90_unstage(stg, w, p.M - r0, c0, p.N, [&](int r) { return rows + (size_t)r * p.N + c0; });
+    }, [&](int i, int half) {
+        __nv_bfloat162 q;
+        q.x = __ushort_as_bfloat16((unsigned short)logit_code(acc[4 * i + 2 * half], mx[half]));
+        q.y = __ushort_as_bfloat16((unsigned short)logit_code(acc[4 * i + 2 * half + 1], mx[half]));
+        return q;
+    });
+}
+
+/* The 128 x 256 tiles' consumers: ROPE, LOGITS (B K-major, gemm_store_logits) or plain bf16 rows. */
+template <bool ROPE, bool LOGITS = false>
 __device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90Watch &wd, const Sm90Smem &sm, int w) {
     float acc[128];
 #pragma unroll
@@ -303,13 +383,19 @@ __device__ __forceinline__ void gemm_consume(const GemmSm90Params &p, const Sm90
     const int KB = (p.K + SM90_BK - 1) / SM90_BK;
     for (int t = blockIdx.x; t < p.tiles; t += gridDim.x) {
         const GemmTile k = gemm_tile(p, t);
-        sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
-        gemm_store<ROPE>(p, acc, stg, w, k);
+        if constexpr (LOGITS) {
+            sm90_mma<0, 0>(acc, wd, sm, sr, w, KB, 64, t);
+            gemm_store_logits(p, acc, stg, w, k);
+        } else {
+            sm90_mma<0, 1>(acc, wd, sm, sr, w, KB, 64, t);
+            gemm_store<ROPE>(p, acc, stg, w, k);
+        }
     }
 }
 
-/* ROPE: the epilogue applies p.rope (a kernel of its own: the plain one keeps its registers). */
-template <bool ROPE>
+/* ROPE: the epilogue applies p.rope; LOGITS: gemm_sm90_logits (kernels of their own: the plain one keeps its
+ * registers). */
+template <bool ROPE, bool LOGITS = false>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ GemmSm90Params p, const __grid_constant__ GemmSm90Maps tm) {
 #if MOK_SM90
@@ -319,11 +405,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int wg = threadIdx.x >> 7;
     if (wg == 0) {
         mok_setmaxnreg_dec<SM90_PRODUCER_REGS>();
-        if (threadIdx.x == 0) gemm_produce(p, tm, wd, sm);
+        if (threadIdx.x == 0) gemm_produce<LOGITS>(p, tm, wd, sm);
         return;
     }
     mok_setmaxnreg_inc<SM90_CONSUMER_REGS>();
-    gemm_consume<ROPE>(p, wd, sm, wg - 1);
+    gemm_consume<ROPE, LOGITS>(p, wd, sm, wg - 1);
 #else
     asm volatile("trap;");
 #endif
@@ -350,7 +436,7 @@ extern "C" int gemm_sm90_shape_ok(int G, int M, int N, int K, const char **why) 
 }
 
 /* The tiles behind the entry points (GEMM_128x256 also with RoPE in its epilogue). */
-enum { GEMM_128x256, GEMM_TOK176, GEMM_TOK192, GEMM_R192, GEMM_R192_B32 };
+enum { GEMM_128x256, GEMM_TOK176, GEMM_TOK192, GEMM_R192, GEMM_R192_B32, GEMM_LOGITS };
 
 typedef void (*GemmKernel)(GemmSm90Params, GemmSm90Maps);
 typedef struct {
@@ -377,6 +463,9 @@ static GemmVariant gemm_variant(int kind, int rope) {
     case GEMM_R192_B32:
         return {gemm_sm90_192_kernel<192, true, 32>, "gemm_sm90_grouped_r192_b32", 0, TOK_BN, TOK_BN, TOK_THREADS,
                 GemmTokSmem<192, 32>::BYTES, regs3};
+    case GEMM_LOGITS:
+        return {gemm_sm90_kernel<false, true>, "gemm_sm90_logits", 0, SM90_BM, GEMM_BN, SM90_THREADS, SM90_SMEM_BYTES,
+                SM90_PRODUCER_REGS * 128 + SM90_CONSUMER_REGS * 256};
     default:
         return {rope ? gemm_sm90_kernel<true> : gemm_sm90_kernel<false>, rope ? "gemm_sm90_rope" : "gemm_sm90_grouped",
                 0, SM90_BM, GEMM_BN, SM90_THREADS, SM90_SMEM_BYTES,
@@ -384,9 +473,16 @@ static GemmVariant gemm_variant(int kind, int rope) {
     }
 }
 
-/* Every entry point: the shape checked, the kernel of `kind` launched (rope: NULL or the table). */
-static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
-                        const float *rope, int T, int D, cudaStream_t stream) {
+/* What gemm_sm90_logits adds to a launch (else NULLs). */
+typedef struct {
+    float *stats, *target_logit;
+    const int *targets;
+} GemmLogitsOut;
+
+/* Every entry point: the shape checked, the kernel of `kind` launched (rope: NULL or the table; GEMM_LOGITS: C holds
+ * the codes, lo the rest). */
+static void gemm_launch(int kind, void *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
+                        const float *rope, int T, int D, GemmLogitsOut lo, cudaStream_t stream) {
     const char *why = NULL;
     if (!gemm_sm90_shape_ok(G, M, N, K, &why))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: %d x (%d x %d x %d): %s (internal)", G, M, N, K, why);
@@ -397,7 +493,7 @@ static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, i
                  v.tok);
     if ((long)G * mt * nt > INT_MAX)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "%s: %d x (%d x %d): 2^31 tiles or more (internal)", v.name, G, M, N);
-    if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 15)
+    if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C | (uintptr_t)lo.stats) & 15)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90: operands must be 16-byte aligned (internal)");
     sm90_prepare(v.kernel, SM90_BM, v.name, v.smem, v.threads, v.regs);
     int dev = 0, sms = 0;
@@ -417,11 +513,13 @@ static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, i
     GemmSm90Maps tm;
     const int rows8 = (M + 7) / 8 * 8;
     sm90_encode(&tm.a, A, 3, K, M, G, v.tok ? rows8 : v.bm);
-    sm90_encode(&tm.b, B, 3, N, K, G, 64);
+    if (kind == GEMM_LOGITS) sm90_encode(&tm.b, B, 3, K, N, G, GEMM_BN); /* (G, N, K): 256-row boxes as A's */
+    else sm90_encode(&tm.b, B, 3, N, K, G, 64);
     if (kind == GEMM_R192_B32) sm90_encode_panels(&tm.b32, B, N, K, G, 3, 32);
     else memset(&tm.b32, 0, sizeof tm.b32);
     GemmSm90Params p;
     p.c = reinterpret_cast<__nv_bfloat16 *>(C);
+    p.stats = lo.stats, p.target_logit = lo.target_logit, p.targets = lo.targets;
     p.rope = rope, p.rope_T = T, p.rope_D = D;
     p.err = watch[dev].dev;
     p.claim = watch[dev].claim;
@@ -436,27 +534,27 @@ static void gemm_launch(int kind, bf16_t *C, const bf16_t *A, const bf16_t *B, i
 
 extern "C" void gemm_sm90_grouped(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                   cudaStream_t stream) {
-    gemm_launch(GEMM_128x256, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_128x256, C, A, B, G, M, N, K, NULL, 0, 0, GemmLogitsOut{}, stream);
 }
 
 extern "C" void gemm_sm90_grouped_tok(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                       cudaStream_t stream) {
-    gemm_launch(GEMM_TOK176, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_TOK176, C, A, B, G, M, N, K, NULL, 0, 0, GemmLogitsOut{}, stream);
 }
 
 extern "C" void gemm_sm90_grouped_tok192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                          cudaStream_t stream) {
-    gemm_launch(GEMM_TOK192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_TOK192, C, A, B, G, M, N, K, NULL, 0, 0, GemmLogitsOut{}, stream);
 }
 
 extern "C" void gemm_sm90_grouped_r192(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                        cudaStream_t stream) {
-    gemm_launch(GEMM_R192, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_R192, C, A, B, G, M, N, K, NULL, 0, 0, GemmLogitsOut{}, stream);
 }
 
 extern "C" void gemm_sm90_grouped_r192_b32(bf16_t *C, const bf16_t *A, const bf16_t *B, int G, int M, int N, int K,
                                            cudaStream_t stream) {
-    gemm_launch(GEMM_R192_B32, C, A, B, G, M, N, K, NULL, 0, 0, stream);
+    gemm_launch(GEMM_R192_B32, C, A, B, G, M, N, K, NULL, 0, 0, GemmLogitsOut{}, stream);
 }
 
 extern "C" int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why) {
@@ -474,7 +572,15 @@ extern "C" void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int 
     if (!gemm_sm90_rope_ok(M, N, K, D, &why) || T < 1 || ((uintptr_t)table & 7))
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm_sm90_rope: %d x %d x %d, T %d, head dim %d: %s (internal)", M, N, K,
                  T, D, why ? why : "T must be positive and the table 8-byte aligned");
-    gemm_launch(GEMM_128x256, C, A, B, 1, M, N, K, table, T, D, stream);
+    gemm_launch(GEMM_128x256, C, A, B, 1, M, N, K, table, T, D, GemmLogitsOut{}, stream);
+}
+
+extern "C" int gemm_sm90_logits_tiles(int N) { return (N + GEMM_BN - 1) / GEMM_BN; }
+
+extern "C" void gemm_sm90_logits(uint16_t *codes, float *stats, float *target_logit, const int *targets,
+                                 const bf16_t *A, const bf16_t *B, int M, int N, int K, cudaStream_t stream) {
+    gemm_launch(GEMM_LOGITS, codes, A, B, 1, M, N, K, NULL, 0, 0, GemmLogitsOut{stats, target_logit, targets},
+                stream);
 }
 
 extern "C" int gemm_sm90_watchdog_report(char *buf, size_t len) {

@@ -19,6 +19,7 @@
 #define MOKC_KERNELS_MOK_GEMM_SM90_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../common.h"
 
@@ -70,6 +71,21 @@ void gemm_sm90_grouped_r192_b32(bf16_t *C, const bf16_t *A, const bf16_t *B, int
 int gemm_sm90_rope_ok(int M, int N, int K, int D, const char **why);
 void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int M, int N, int K, const float *table, int T,
                     int D, cudaStream_t stream);
+
+/* The LM head's logits for the cross-entropy, which then reads 2 bytes a logit instead of 4 twice. With
+ * C = A @ B^T in fp32 (A (M, K), B (N, K), both K-major bf16: the hidden rows and the head's (V, C) weights) and
+ * T = gemm_sm90_logits_tiles(N) column tiles of 256 a row, it writes for each row m and tile t:
+ *   stats[2 (m T + t)]      the largest C[m, n] over the tile's columns n < N: M_t,
+ *   stats[2 (m T + t) + 1]  the sum of exp(C[m, n] - M_t) over them (fp32, a fixed order);
+ * codes[m N + n] = round((M_t - C[m, n]) * 2^11), at most 65535: the logit below its tile's maximum in steps of
+ * 2^-11 (so exp of a decoded logit is within 0.025 % of its value's, a tenth of a bf16 rounding; logits more than
+ * 32 below their tile's maximum, whose exp is under e^-32 of it, stay 32 below);
+ * target_logit[m] = C[m, targets[m]] (targets[m] in [0, N), device). gpu_cross_entropy_coded (cross_entropy.h)
+ * takes these. Shapes as gemm_sm90_shape_ok (G = 1); codes and stats 16-byte aligned. Overwrites every code, every
+ * pair of statistics and every target logit of the M rows. */
+int gemm_sm90_logits_tiles(int N);
+void gemm_sm90_logits(uint16_t *codes, float *stats, float *target_logit, const int *targets, const bf16_t *A,
+                      const bf16_t *B, int M, int N, int K, cudaStream_t stream);
 
 /* The kernel's pipeline waits are bounded (10 s): on expiry it fills a host-mapped record and
  * traps, which surfaces at the next GPU call. Returns 1 and the record in buf when that happened

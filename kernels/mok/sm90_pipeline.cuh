@@ -504,20 +504,26 @@ __device__ __forceinline__ __nv_bfloat162 sm90_pair(const float (&acc)[128], int
     return __floats2bfloat162_rn(acc[4 * i + 2 * half], acc[4 * i + 2 * half + 1]);
 }
 
-/* Consumer w's 64 x 256 result as bf16 in two staged halves of 128 columns: each staged, then
- * unstage(c0) (c0 = col0 + 128 * part < ncols) writes it out and frees the staging (ending with
- * the consumer's barrier, which the next half's staging relies on). */
-template <class U>
-__device__ __forceinline__ void sm90_store_parts(const float (&acc)[128], __nv_bfloat16 *stg, int w, int col0,
-                                                 int ncols, U unstage) {
+/* Consumer w's 64 x 256 result as 16-bit pairs (pair(i, half): of accumulator columns 8i + 2t, +1 in row ra + 8 *
+ * half, i < 32) in two staged halves of 128 columns: each staged, then unstage(c0) (c0 = col0 + 128 * part < ncols)
+ * writes it out and frees the staging (ending with the consumer's barrier, which the next half's staging relies
+ * on). sm90_store_parts: the pairs are bf16. */
+template <class U, class Pair>
+__device__ __forceinline__ void sm90_store_parts_as(__nv_bfloat16 *stg, int w, int col0, int ncols, U unstage,
+                                                    Pair pair) {
     sm90_staging_acquire(w);
 #pragma unroll
     for (int part = 0; part < 2; part++) {
         const int c0 = col0 + 128 * part;
         if (c0 >= ncols) break;
-        sm90_stage(stg, w, [&](int i, int half) { return sm90_pair(acc, i + 16 * part, half); });
+        sm90_stage(stg, w, [&](int i, int half) { return pair(i + 16 * part, half); });
         unstage(c0);
     }
+}
+template <class U>
+__device__ __forceinline__ void sm90_store_parts(const float (&acc)[128], __nv_bfloat16 *stg, int w, int col0,
+                                                 int ncols, U unstage) {
+    sm90_store_parts_as(stg, w, col0, ncols, unstage, [&](int i, int half) { return sm90_pair(acc, i, half); });
 }
 
 /* The same to rows: row r < nrows, column col0 + c < ncols to row_at(r)[col0 + c]. */

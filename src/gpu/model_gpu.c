@@ -103,7 +103,9 @@ struct GpuModel {
     LayerActs *layers;
     float *x_final, *rstdf, *rope_table;
     bf16_t *lnf;
-    float *logits, *losses;
+    float *logits, *losses;       /* a chunk's logits: fp32, or (head_fused) their codes and statistics */
+    uint16_t *logit_codes;
+    float *head_stats, *head_target_logit;
     bf16_t *dlogits;
     /* backward scratch */
     float *dres, *dln, *dh, *rms_scratch;
@@ -111,6 +113,8 @@ struct GpuModel {
     double *partials, *scalars, *h_scalars;
     AttnImpl attn_impl;
     int qk_rope_fused;            /* q, k projections by gemm_sm90_rope, not cuBLAS + gpu_rope */
+    int head_fused;               /* the head's logits by gemm_sm90_logits as codes with their rows' statistics and
+                                   * target logits (gpu_cross_entropy_coded), not by cuBLAS in fp32 */
     AttentionWorkspace *attn;
     void *attn_mem;
     /* MoE */
@@ -223,7 +227,11 @@ static void plan_model(GpuModel *g) {
     PLAN("lnf", MEM_ACTIVATIONS, N * C, bf16_t, &g->lnf);
     PLAN("rstdf", MEM_ACTIVATIONS, N, float, &g->rstdf);
     PLAN("rope_table", MEM_WORKSPACE, gpu_rope_table_floats(g->T, d->D), float, &g->rope_table);
-    PLAN("logits", MEM_WORKSPACE, (size_t)g->head_rows * V, float, &g->logits);
+    const size_t head_rows = (size_t)g->head_rows, coded = g->head_fused;
+    PLAN("logits", MEM_WORKSPACE, coded ? 0 : head_rows * V, float, &g->logits);
+    PLAN("logit_codes", MEM_WORKSPACE, coded ? head_rows * V : 0, uint16_t, &g->logit_codes);
+    PLAN("head_stats", MEM_WORKSPACE, coded ? head_rows * gemm_sm90_logits_tiles(d->V) * 2 : 0, float, &g->head_stats);
+    PLAN("head_target_logit", MEM_WORKSPACE, coded ? head_rows : 0, float, &g->head_target_logit);
     PLAN("dlogits", MEM_WORKSPACE, (size_t)g->head_grad_rows * V, bf16_t, &g->dlogits);
     PLAN("losses", MEM_WORKSPACE, N, float, &g->losses);
     PLAN("dres", MEM_WORKSPACE, N * C, float, &g->dres);
@@ -287,6 +295,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     g->head_rows = head_chunk_rows(g->N, d->V);
+    g->head_fused = mok_sm90_available() && gemm_sm90_shape_ok(1, g->head_rows, d->V, d->C, &why);
     size_t chunks = HEAD_GRAD_BYTES / ((size_t)d->V * sizeof(bf16_t)) / (size_t)g->head_rows;
     size_t grad_rows = (chunks < 1 ? 1 : chunks) * (size_t)g->head_rows;
     g->head_grad_rows = grad_rows > (size_t)g->N ? g->N : (int)grad_rows;
@@ -594,11 +603,19 @@ static void head_forward(GpuModel *g, int with_grad, float dloss_scale) {
     for (int r0 = 0; r0 < N; r0 += g->head_rows) {
         int R = N - r0 < g->head_rows ? N - r0 : g->head_rows;
         mark(g, STEP_DENSE, "head logits");
-        gemm_rm(g->blas, 0, 1, R, V, C, g->lnf + (size_t)r0 * C, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->logits,
-                GEMM_F32, 1, 0);
-        mark(g, STEP_DENSE, "cross-entropy");
-        gpu_cross_entropy(g->losses + r0, with_grad ? g->dlogits + (size_t)(r0 - pass0) * V : NULL, g->logits,
-                          g->targets + r0, R, V, dloss_scale, s);
+        bf16_t *dlogits = with_grad ? g->dlogits + (size_t)(r0 - pass0) * V : NULL;
+        if (g->head_fused) {
+            gemm_sm90_logits(g->logit_codes, g->head_stats, g->head_target_logit, g->targets + r0,
+                             g->lnf + (size_t)r0 * C, W16(g->t->lm_head), R, V, C, s);
+            mark(g, STEP_DENSE, "cross-entropy");
+            gpu_cross_entropy_coded(g->losses + r0, dlogits, g->logit_codes, g->head_stats, g->head_target_logit,
+                                    g->targets + r0, R, V, dloss_scale, s);
+        } else {
+            gemm_rm(g->blas, 0, 1, R, V, C, g->lnf + (size_t)r0 * C, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16,
+                    g->logits, GEMM_F32, 1, 0);
+            mark(g, STEP_DENSE, "cross-entropy");
+            gpu_cross_entropy(g->losses + r0, dlogits, g->logits, g->targets + r0, R, V, dloss_scale, s);
+        }
         const int end = r0 + R, next = N - end < g->head_rows ? N - end : g->head_rows;
         if (with_grad && (end == N || end - pass0 + next > g->head_grad_rows)) {
             mark(g, STEP_DENSE, "head bwd");

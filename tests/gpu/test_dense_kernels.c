@@ -538,6 +538,60 @@ static void test_swiglu(void) {
 
 /* ================================================================================================
  * cross_entropy.h (+ gpu_sum_f32 for the mean) */
+/* gpu_cross_entropy_coded on what gemm_sm90_logits writes, made here from the logits (each 256-column tile's maximum
+ * and sum of exp, the codes rounded from (maximum - logit) * 2^11, the target logits): the CPU's losses and gradient
+ * within the tolerances, every element written, repeatable bit for bit; and the losses alone without dlogits. */
+static void check_cross_entropy_coded(const int *d_t, const float *logits, const int *tgt, const float *loss_ref,
+                                      const float *dl_ref, int rows, int V, int shift, float scale) {
+    const int tiles = (V + 255) / 256;
+    const long n = (long)rows * V;
+    float *stats = xmalloc((size_t)rows * tiles * 2 * sizeof(float)), *tl = xmalloc((size_t)rows * sizeof(float));
+    uint16_t *codes = xmalloc((size_t)n * 2);
+    for (int r = 0; r < rows; r++) {
+        const float *x = logits + (long)r * V;
+        tl[r] = x[tgt[r]];
+        for (int t = 0; t < tiles; t++) {
+            const int j1 = 256 * t + 256 < V ? 256 * t + 256 : V;
+            float mx = -INFINITY;
+            for (int j = 256 * t; j < j1; j++) mx = x[j] > mx ? x[j] : mx;
+            double sum = 0;
+            for (int j = 256 * t; j < j1; j++) {
+                sum += exp((double)x[j] - mx);
+                codes[(long)r * V + j] = (uint16_t)lrint(fmin((double)mx - x[j], 65535.0 / 2048) * 2048);
+            }
+            stats[2 * ((long)r * tiles + t)] = mx, stats[2 * ((long)r * tiles + t) + 1] = (float)sum;
+        }
+    }
+    float *d_st = gpu_upload(stats, (size_t)rows * tiles * 2 * sizeof(float)), *d_tl = gpu_upload(tl, (size_t)rows * 4);
+    uint16_t *d_c = upload_shifted(codes, (size_t)n * 2, 2, shift);
+    float *got_loss[3];
+    bf16_t *got_dl[2];
+    for (int run = 0; run < 3; run++) {
+        float *d_loss = gpu_poisoned((size_t)rows * 4);
+        bf16_t *d_dl = run < 2 ? poisoned_shifted((size_t)n * 2, 2, shift) : NULL;
+        gpu_cross_entropy_coded(d_loss, d_dl, d_c, d_st, d_tl, d_t, rows, V, scale, 0);
+        got_loss[run] = dl_f32(d_loss, rows);
+        if (d_dl) got_dl[run] = dl_raw(d_dl, (size_t)n * 2), gpu_free_shifted(d_dl, 2, shift);
+        cudaFree(d_loss);
+    }
+    float *dlg = xmalloc((size_t)n * 4);
+    for (long i = 0; i < n; i++) dlg[i] = host_from_bf16(got_dl[0][i]);
+    CHECK_MSG(count_nan(got_loss[0], rows) + count_nan(dlg, n) == 0,
+              "cross_entropy_coded rows=%d V=%d: NaN in losses (%ld) or dlogits (%ld)", rows, V,
+              count_nan(got_loss[0], rows), count_nan(dlg, n));
+    const double el = rel_error_f(got_loss[0], loss_ref, rows), ed = rel_error_f(dlg, dl_ref, n);
+    CHECK_MSG(el < F32_TOL && ed < BF16_TOL,
+              "cross_entropy_coded rows=%d V=%d shift=%d: losses rel error %.3g, dlogits %.3g", rows, V, shift, el, ed);
+    const size_t lb = (size_t)rows * 4;
+    CHECK_MSG(bits_equal(got_loss[0], got_loss[1], lb) && bits_equal(got_dl[0], got_dl[1], (size_t)n * 2) &&
+                  bits_equal(got_loss[0], got_loss[2], lb),
+              "cross_entropy_coded rows=%d V=%d: a second run, or the losses without dlogits, differ", rows, V);
+    cudaFree(d_st), cudaFree(d_tl), gpu_free_shifted(d_c, 2, shift);
+    free(stats), free(tl), free(codes), free(dlg);
+    for (int run = 0; run < 3; run++) free(got_loss[run]);
+    free(got_dl[0]), free(got_dl[1]);
+}
+
 static void test_cross_entropy(void) {
     if (!gpu_test_begin()) return;
     const struct { int rows, V, shift; } shapes[] = {{1, 256, 0},   {7, 256, 0},    {5, 50257, 0}, {3, 151936, 0},
@@ -587,6 +641,7 @@ static void test_cross_entropy(void) {
         CHECK_MSG(bits_equal(loss, loss2, (size_t)rows * 4), "cross_entropy rows=%d V=%d: losses without dlogits differ", rows, V);
         CHECK_MSG(bits_equal(loss, loss3, (size_t)rows * 4) && bits_equal(a, b, (size_t)n * 2),
                   "cross_entropy rows=%d V=%d: second run differs", rows, V);
+        check_cross_entropy_coded(d_t, logits, tgt, loss_ref, dl_ref, rows, V, shift, dloss / rows);
         gpu_free_shifted(d_lg, 4, shift), gpu_free_shifted(d_dl, 2, shift), gpu_free_shifted(d_dl2, 2, shift);
         cudaFree(d_t), cudaFree(d_loss), cudaFree(d_sum), cudaFree(d_loss2), cudaFree(d_loss3);
         free(logits), free(tgt), free(dl_ref), free(loss_ref), free(loss), free(dlg), free(loss2), free(loss3), free(a), free(b);

@@ -10,9 +10,12 @@
  * tiles than SMs so that blocks lap the stage ring across tiles), held to the same, and every group
  * on the 192 x 192 tiles (gemm_sm90_grouped_r192: M and N past their last tile; _r192_b32, B in 32-column
  * panels: N ending inside either 96-column box or past the first, and the same bits as _r192). And
- * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope.
+ * the same tile with the rotary embedding in its epilogue (gemm_sm90_rope) against matmul + rope, and with B K-major,
+ * the rows' softmax statistics a tile, the logits' codes and the target logits (gemm_sm90_logits) against matmul_nt.
  * Skipped without an SM 9.0 GPU and a build for sm_90a.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,6 +159,86 @@ static void test_gemm_sm90_rope(void) {
     CHECK(!gemm_sm90_rope_ok(4096, 2080, 2048, 64, &why) && strstr(why, "whole number of heads"));
 }
 
+/* gemm_sm90_logits: A (M x K) @ B^T (B N x K, K-major as the LM head's weights) against the CPU's matmul_nt in fp32:
+ * each row's statistics a 256-column tile (the maximum within 1e-5 relative, the sum of exp within 1e-4), each code
+ * decoding to its logit within 2^-12 + 1e-5 relative (or, at the largest code, the logit at least 32 below the
+ * maximum), the target logits within 1e-5. Two runs into outputs poisoned differently (the codes first with zero
+ * bytes, then with 0xff ones; statistics and target logits NaN) give the same bits: every element written, and
+ * repeatably; a guard after each output stays poisoned. Rows shifted by +-40, as a confident head's logits are. */
+static void logits_case(int M, int N, int K) {
+    const int T = gemm_sm90_logits_tiles(N);
+    CHECK_EQ_INT(T, (N + 255) / 256);
+    float *A = gpu_rand_array((long)M * K, 1.0f, 1), *B = gpu_rand_array((long)N * K, 1.0f, 1);
+    for (int m = 0; m < M; m++) A[(long)m * K] = m % 3 == 1 ? 40.0f : (m % 3 == 2 ? -40.0f : A[(long)m * K]);
+    for (int n = 0; n < N; n++) B[(long)n * K] = 1.0f; /* A's column 0 shifts the whole row */
+    int *tgt = mallocCheck((size_t)M * sizeof(int));
+    for (int m = 0; m < M; m++) tgt[m] = (int)(((long)m * 7919 + 13) % N);
+    float *ref = callocCheck((size_t)M * N, sizeof(float));
+    matmul_nt(ref, A, B, M, K, N, 0);
+    bf16_t *dA = gpu_upload_bf16(A, (long)M * K), *dB = gpu_upload_bf16(B, (long)N * K);
+    int *dT = gpu_upload(tgt, (size_t)M * sizeof(int));
+    const long nC = (long)M * N, nS = (long)M * T * 2;
+    const size_t cb = (size_t)(nC + GUARD) * 2, sb = (size_t)(nS + GUARD) * 4, tb = (size_t)(M + GUARD) * 4;
+    uint16_t *dC = gpu_poisoned(cb), *c[2];
+    float *dS = gpu_poisoned(sb), *dL = gpu_poisoned(tb), *st[2], *tl[2];
+    for (int r = 0; r < 2; r++) {
+        cudaCheck(cudaMemset(dC, r ? 0xff : 0, cb)), cudaCheck(cudaMemset(dS, 0xff, sb));
+        cudaCheck(cudaMemset(dL, 0xff, tb));
+        gemm_sm90_logits(dC, dS, dL, dT, dA, dB, M, N, K, 0);
+        c[r] = mallocCheck(cb), st[r] = mallocCheck(sb), tl[r] = mallocCheck(tb);
+        gpu_download(c[r], dC, cb), gpu_download(st[r], dS, sb), gpu_download(tl[r], dL, tb);
+    }
+    long guard = 0;
+    for (long i = 0; i < GUARD; i++) guard += c[1][nC + i] != 0xffff || !isnan(st[0][nS + i]) || !isnan(tl[0][M + i]);
+    CHECK_MSG(guard == 0, "gemm_sm90_logits %d x %d x %d: %ld elements written past an output", M, N, K, guard);
+    CHECK_MSG(memcmp(c[0], c[1], (size_t)nC * 2) == 0 && memcmp(st[0], st[1], (size_t)nS * 4) == 0 &&
+                  memcmp(tl[0], tl[1], (size_t)M * 4) == 0,
+              "gemm_sm90_logits %d x %d x %d: codes unwritten or the two runs differ", M, N, K);
+    const long nan = count_nan(st[0], nS) + count_nan(tl[0], M);
+    double worst_m = 0, worst_s = 0, worst_code = 0, worst_t = 0;
+    for (int m = 0; m < M && nan == 0; m++) {
+        const float *x = ref + (long)m * N;
+        worst_t = fmax(worst_t, fabs(tl[0][m] - x[tgt[m]]) / fmax(1.0, fabs(x[tgt[m]])));
+        for (int t = 0; t < T; t++) {
+            const int n1 = 256 * t + 256 < N ? 256 * t + 256 : N;
+            float mx = -INFINITY;
+            for (int n = 256 * t; n < n1; n++) mx = x[n] > mx ? x[n] : mx;
+            double sum = 0;
+            for (int n = 256 * t; n < n1; n++) sum += exp((double)x[n] - mx);
+            const float *got = st[0] + 2 * ((long)m * T + t);
+            worst_m = fmax(worst_m, fabs(got[0] - mx) / fmax(1.0, fabs(mx)));
+            worst_s = fmax(worst_s, fabs(got[1] - sum) / sum);
+            for (int n = 256 * t; n < n1; n++) {
+                const unsigned q = c[0][(long)m * N + n];
+                const double dec = got[0] - q / 2048.0, tol = 1.0 / 4096 + 1e-5 * fmax(1.0, fabs(x[n]));
+                const double off = q == 65535 ? (x[n] > got[0] - 32 + tol ? 2.0 : 0.0) : fabs(dec - x[n]) / tol;
+                worst_code = fmax(worst_code, off);
+            }
+        }
+    }
+    CHECK_MSG(nan == 0 && worst_m < 1e-5 && worst_s < 1e-4 && worst_code <= 1.0 && worst_t < 1e-5,
+              "gemm_sm90_logits %d x %d x %d: %ld NaN statistics or target logits; worst: tile maximum %.3g, sum "
+              "of exp %.3g, code %.3g of its tolerance, target logit %.3g", M, N, K, nan, worst_m, worst_s, worst_code,
+              worst_t);
+    cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB)), cudaCheck(cudaFree(dT)), cudaCheck(cudaFree(dC));
+    cudaCheck(cudaFree(dS)), cudaCheck(cudaFree(dL));
+    free(A), free(B), free(tgt), free(ref);
+    for (int r = 0; r < 2; r++) free(c[r]), free(st[r]), free(tl[r]);
+}
+
+static void test_gemm_sm90_logits(void) {
+    if (!gpu_test_begin()) return;
+    if (!mok_sm90_available()) {
+        test_skip("the mok Hopper tile needs an SM 9.0 GPU and a build for sm_90a");
+        return;
+    }
+    gpu_rng_seed(11);
+    logits_case(200, 1000, 72);  /* M, N past their last tiles; one K block and a tail */
+    logits_case(130, 8, 136);    /* a tile of 8 columns */
+    logits_case(2100, 520, 200); /* more M tiles than a rasterisation band, more tiles than SMs */
+    logits_case(64, 151936, 64); /* the vocabulary of Qwen3: 594 column tiles, the last half full */
+}
+
 static void test_gemm_sm90_shapes(void) {
     const char *why = NULL;
     CHECK(gemm_sm90_shape_ok(64, 1024, 1536, 2048, &why) && why == NULL);
@@ -166,4 +249,4 @@ static void test_gemm_sm90_shapes(void) {
 }
 
 TEST_SUITE(gpu_gemm_sm90, TEST_CASE(test_gemm_sm90_grouped), TEST_CASE(test_gemm_sm90_rope),
-           TEST_CASE(test_gemm_sm90_shapes));
+           TEST_CASE(test_gemm_sm90_logits), TEST_CASE(test_gemm_sm90_shapes));
