@@ -43,7 +43,7 @@ void gpu_cross_entropy(float *losses, bf16_t *dlogits, const float *logits, cons
  * exp(logit - M_t) over the tile), the logits' codes (uint16 (rows, V)) and each row's target logit:
  *   losses[r] = lse_r - target_logit[r], lse_r = the pairs combined (in a fixed order);
  *   dlogits[r, j] = bf16((exp(M_t - lse_r - codes[r, j] 2^-11) - (j == targets[r])) * dloss_scale), t = j / 256.
- * The codes are read once. A probability is within 0.025 % of the fp32 logits' (the codes' rounding), a tenth of
+ * The codes are read once. A probability is within 0.025 % of the fp32 logits' (the codes' rounding), an eighth of
  * dlogits' own bf16 rounding; the losses are fp32 throughout. dlogits may be NULL (the losses only). stats 8-byte
  * aligned. Deterministic. */
 void gpu_cross_entropy_coded(float *losses, bf16_t *dlogits, const uint16_t *codes, const float *stats,

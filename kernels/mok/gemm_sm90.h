@@ -78,7 +78,7 @@ void gemm_sm90_rope(bf16_t *C, const bf16_t *A, const bf16_t *B, int M, int N, i
  *   stats[2 (m T + t)]      the largest C[m, n] over the tile's columns n < N: M_t,
  *   stats[2 (m T + t) + 1]  the sum of exp(C[m, n] - M_t) over them (fp32, a fixed order);
  * codes[m N + n] = round((M_t - C[m, n]) * 2^11), at most 65535: the logit below its tile's maximum in steps of
- * 2^-11 (so exp of a decoded logit is within 0.025 % of its value's, a tenth of a bf16 rounding; logits more than
+ * 2^-11 (so exp of a decoded logit is within 0.025 % of its value's, an eighth of a bf16 rounding; logits more than
  * 32 below their tile's maximum, whose exp is under e^-32 of it, stay 32 below);
  * target_logit[m] = C[m, targets[m]] (targets[m] in [0, N), device). gpu_cross_entropy_coded (cross_entropy.h)
  * takes these. Shapes as gemm_sm90_shape_ok (G = 1); codes and stats 16-byte aligned. Overwrites every code, every

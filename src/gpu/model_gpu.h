@@ -63,7 +63,9 @@ void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16);
 /* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients
  * (the routed experts': writing, in the first micro-batch after gpu_model_zero_grads)
  * the gradient of dloss * (mean cross-entropy + aux_coef * aux) averaged over the ranks. On the
- * last micro-batch of a step (`last`) it starts the gradient all-reduce as layers finish.
+ * last micro-batch of a step (`last`) it starts the gradient all-reduce as layers finish; there, with more than one
+ * rank, it is also a host collective over MPI_COMM_WORLD (the embedding rows the ranks' tokens used): every rank
+ * calls it with `last` alike.
  * Returns this rank's mean cross-entropy; *aux = the sum of the layers' aux losses; load (L, E)
  * += this rank's routed slots per expert. */
 double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *targets, double dloss, int last,

@@ -161,16 +161,18 @@ static void test_gemm_sm90_rope(void) {
 
 /* gemm_sm90_logits: A (M x K) @ B^T (B N x K, K-major as the LM head's weights) against the CPU's matmul_nt in fp32:
  * each row's statistics a 256-column tile (the maximum within 1e-5 relative, the sum of exp within 1e-4), each code
- * decoding to its logit within 2^-12 + 1e-5 relative (or, at the largest code, the logit at least 32 below the
- * maximum), the target logits within 1e-5. Two runs into outputs poisoned differently (the codes first with zero
- * bytes, then with 0xff ones; statistics and target logits NaN) give the same bits: every element written, and
- * repeatably; a guard after each output stays poisoned. Rows shifted by +-40, as a confident head's logits are. */
+ * decoding to its logit within 2^-12 + 1e-5 relative (or, at the largest code, the logit at least that far below
+ * the maximum), the target logits within 1e-5. Rows shifted by +-40, and columns of B scaled so that a tile spans
+ * more than 32 (some codes clamped, which must happen). Two runs into outputs poisoned differently (the codes first
+ * with zero bytes, then with 0xff ones; statistics and target logits NaN) give the same bits: every element
+ * written, and repeatably; a guard after each output stays poisoned. */
 static void logits_case(int M, int N, int K) {
     const int T = gemm_sm90_logits_tiles(N);
     CHECK_EQ_INT(T, (N + 255) / 256);
     float *A = gpu_rand_array((long)M * K, 1.0f, 1), *B = gpu_rand_array((long)N * K, 1.0f, 1);
     for (int m = 0; m < M; m++) A[(long)m * K] = m % 3 == 1 ? 40.0f : (m % 3 == 2 ? -40.0f : A[(long)m * K]);
     for (int n = 0; n < N; n++) B[(long)n * K] = 1.0f; /* A's column 0 shifts the whole row */
+    for (int n = 5; n < N && K > 1; n += 37) B[(long)n * K + 1] = 40.0f; /* spreads a tile past 32: clamped codes */
     int *tgt = mallocCheck((size_t)M * sizeof(int));
     for (int m = 0; m < M; m++) tgt[m] = (int)(((long)m * 7919 + 13) % N);
     float *ref = callocCheck((size_t)M * N, sizeof(float));
@@ -196,6 +198,7 @@ static void logits_case(int M, int N, int K) {
               "gemm_sm90_logits %d x %d x %d: codes unwritten or the two runs differ", M, N, K);
     const long nan = count_nan(st[0], nS) + count_nan(tl[0], M);
     double worst_m = 0, worst_s = 0, worst_code = 0, worst_t = 0;
+    long clamped = 0;
     for (int m = 0; m < M && nan == 0; m++) {
         const float *x = ref + (long)m * N;
         worst_t = fmax(worst_t, fabs(tl[0][m] - x[tgt[m]]) / fmax(1.0, fabs(x[tgt[m]])));
@@ -210,8 +213,10 @@ static void logits_case(int M, int N, int K) {
             worst_s = fmax(worst_s, fabs(got[1] - sum) / sum);
             for (int n = 256 * t; n < n1; n++) {
                 const unsigned q = c[0][(long)m * N + n];
+                clamped += q == 65535;
                 const double dec = got[0] - q / 2048.0, tol = 1.0 / 4096 + 1e-5 * fmax(1.0, fabs(x[n]));
-                const double off = q == 65535 ? (x[n] > got[0] - 32 + tol ? 2.0 : 0.0) : fabs(dec - x[n]) / tol;
+                /* the largest code: the logit that far below the maximum or further (clamped) */
+                const double off = q == 65535 ? (x[n] > dec + tol ? 2.0 : 0.0) : fabs(dec - x[n]) / tol;
                 worst_code = fmax(worst_code, off);
             }
         }
@@ -220,6 +225,8 @@ static void logits_case(int M, int N, int K) {
               "gemm_sm90_logits %d x %d x %d: %ld NaN statistics or target logits; worst: tile maximum %.3g, sum "
               "of exp %.3g, code %.3g of its tolerance, target logit %.3g", M, N, K, nan, worst_m, worst_s, worst_code,
               worst_t);
+    CHECK_MSG(nan != 0 || K < 2 || clamped > 0,
+              "gemm_sm90_logits %d x %d x %d: no code at its largest: the clamp untested", M, N, K);
     cudaCheck(cudaFree(dA)), cudaCheck(cudaFree(dB)), cudaCheck(cudaFree(dT)), cudaCheck(cudaFree(dC));
     cudaCheck(cudaFree(dS)), cudaCheck(cudaFree(dL));
     free(A), free(B), free(tgt), free(ref);
