@@ -52,6 +52,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b) {
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
 
+/* 2^x as one MUFU.EX2 instruction (approximate, results below 2^-126 flushed to 0): the softmax-style exps of
+ * the flash forward, the LM head's logits epilogue and the SwiGLU's sigmoid, where an IEEE exp's extra instructions
+ * would be most of their arithmetic. */
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* SwiGLU of one element, forward (h = silu(g) * u) and backward (dg, du from dh = d), all fp32.
  * kernels/swiglu.cu and the megakernels share them, so the unfused and fused layers give the same
  * bits. The logistic function is one MUFU.EX2 and one MUFU.RCP (approximate, flushing subnormals;
@@ -60,8 +69,8 @@ __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u 
  * overlapping elements: ~ 17 us a task in the dgrad epilogue, ~ 6 us in the gate/up one
  * (docs/perf-notes.md, 2026-11-30 (s5) and (s7)). */
 __device__ __forceinline__ float swiglu_sigmoid(float x) {
-    float e, s;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.4426950408889634f)); /* exp(-x) */
+    const float e = exp2_approx(x * -1.4426950408889634f); /* exp(-x) */
+    float s;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.0f + e));
     return s;
 }

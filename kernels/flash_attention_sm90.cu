@@ -44,8 +44,8 @@
  * V is the N-major B operand of P V (keys along lines, LBO = the box stride). Rows past the tensors'
  * end are zero-filled by TMA; rows past T inside the tensors (the next batch's) are masked.
  * Total: 1 KB alignment slack + Q 32 KB + 2 stages x (K 32 KB + V 32 KB) + 80 bytes of barriers.
- * Helpers of this file only (flash_sm90.cuh has the shared ones): fwd_exp2, the turn barriers,
- * fwd_fence_p, mask_s, online_softmax, fence_softmax, rescale_o, pack_p, tile_at, tile_of_round.
+ * Helpers of this file only (flash_sm90.cuh has the shared ones; exp2 is device_util.cuh's exp2_approx): the
+ * turn barriers, fwd_fence_p, mask_s, online_softmax, fence_softmax, rescale_o, pack_p, tile_at, tile_of_round.
  */
 #include "flash_attention.h"
 
@@ -89,13 +89,6 @@ static_assert(kSmem <= 227 * 1024, "shared memory of one block");
 
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kBarTurn = 1; // named barriers kBarTurn + w: consumer w's turn to issue
-
-/* exp2 as one instruction, results below 2^-126 flushed to 0 (header comment). */
-__device__ __forceinline__ float fwd_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* Named barriers of 256 threads (both consumers): consumer w waits for its turn on kBarTurn + w,
  * then hands the turn to the other. Constant ids: a register id makes ptxas reserve all 16. */
@@ -191,14 +184,14 @@ __device__ __forceinline__ void online_softmax(float (&sc)[64], float (&m)[2], f
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[hf], mx * sl2);
         const float base = m_new == -INFINITY ? 0.f : m_new; // a row with nothing visible yet
-        corr[hf] = fwd_exp2(m[hf] - base);
+        corr[hf] = exp2_approx(m[hf] - base);
         m[hf] = m_new;
         float rs = 0.f;
 #pragma unroll
         for (int i = 0; i < 16; i++)
 #pragma unroll
             for (int e = 2 * hf; e < 2 * hf + 2; e++) {
-                sc[4 * i + e] = fwd_exp2(fmaf(sc[4 * i + e], sl2, -base));
+                sc[4 * i + e] = exp2_approx(fmaf(sc[4 * i + e], sl2, -base));
                 rs += sc[4 * i + e];
             }
         l[hf] = l[hf] * corr[hf] + rs;

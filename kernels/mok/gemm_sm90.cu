@@ -315,13 +315,6 @@ __device__ __forceinline__ unsigned logit_code(float x, float m) {
     return __float_as_uint(fmaf(fminf(m - x, 65535.0f / unit), unit, to_int)) & 0xffffu;
 }
 
-/* 2^x as one MUFU.EX2 (results below 2^-126 flushed to 0): the epilogue's exps must stay a small part of a tile. */
-__device__ __forceinline__ float logit_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* gemm_sm90_logits' epilogue, consumer w's 64 rows x 256 columns (acc[4i + e] is row 16 (warp % 4) + lane / 4 +
  * 8 (e >= 2) of the 64 and column 8i + 2 (lane % 4) + (e & 1)): each row's (max m, sum of exp(c - m)) over the
  * tile's columns inside N into its stats slot (a lane's columns in order, then the quad's butterflies: every lane
@@ -346,8 +339,8 @@ __device__ __forceinline__ void gemm_store_logits(const GemmSm90Params &p, const
 #pragma unroll
         for (int i = 0; i < GEMM_BN / 8; i++)
             if (n + 8 * i < p.N) {
-                sum += logit_exp2(fmaf(acc[4 * i + 2 * h], log2e, -base));
-                sum += logit_exp2(fmaf(acc[4 * i + 2 * h + 1], log2e, -base));
+                sum += exp2_approx(fmaf(acc[4 * i + 2 * h], log2e, -base));
+                sum += exp2_approx(fmaf(acc[4 * i + 2 * h + 1], log2e, -base));
             }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
