@@ -654,6 +654,12 @@ double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets) {
 
 /* ---------- backward ---------- */
 
+/* `waiter` runs what it is given next only after what `producer` has been given so far (through `ev`). */
+static void stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEvent_t ev) {
+    cudaCheck(cudaEventRecord(ev, producer));
+    cudaCheck(cudaStreamWaitEvent(waiter, ev, 0));
+}
+
 /* The communicator that sums a tensor's gradient over the ranks (reduce_layer), NULL for none. */
 static ncclComm_t grad_comm(const GpuModel *g, const ParamInfo *p) {
     return g->comms->world ? (p->kind == PARAM_EXPERT ? g->comms->dp : g->comms->world) : NULL;
@@ -672,8 +678,7 @@ static ncclComm_t grad_comm(const GpuModel *g, const ParamInfo *p) {
 static void reduce_layer(GpuModel *g, int layer, int embedding, cudaEvent_t ready) {
     const GpuComms *c = g->comms;
     if (!c->world) return;
-    cudaCheck(cudaEventRecord(ready, g->stream));
-    cudaCheck(cudaStreamWaitEvent(g->comm_stream, ready, 0));
+    stream_after(g->comm_stream, g->stream, ready);
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
@@ -699,8 +704,7 @@ static void reduce_embedding(GpuModel *g, cudaEvent_t ready) {
     const int V = g->d->V, C = g->d->C;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g->emb_seen, embedding_ids_words(V), MPI_UINT64_T, MPI_BOR, MPI_COMM_WORLD));
     const int n = embedding_ids_list(g->emb_seen, V, g->h_emb_rows);
-    cudaCheck(cudaEventRecord(ready, g->stream));
-    cudaCheck(cudaStreamWaitEvent(g->comm_stream, ready, 0));
+    stream_after(g->comm_stream, g->stream, ready);
     cudaCheck(cudaMemcpyAsync(g->emb_rows, g->h_emb_rows, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice,
                               g->comm_stream));
     float *table = G32(g->t->tok_emb);
@@ -814,8 +818,7 @@ double gpu_model_grad_norm(GpuModel *g) {
     for (int reduced = 0; reduced < (g->comms->world ? 2 : 1); reduced++) {
         if (reduced) { /* the wait counts to the exposed all-reduce */
             step_timer_mark(&g->timer, STEP_ALLREDUCE, "all-reduce wait");
-            cudaCheck(cudaEventRecord(g->reduce_done, g->comm_stream));
-            cudaCheck(cudaStreamWaitEvent(s, g->reduce_done, 0));
+            stream_after(s, g->comm_stream, g->reduce_done);
         }
         step_timer_mark(&g->timer, STEP_OPTIMIZER, "grad norm");
         nrep = nexp = 0;
