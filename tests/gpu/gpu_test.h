@@ -63,6 +63,19 @@ static inline float *gpu_rand_array(long n, float a, int round) {
     return x;
 }
 
+/* The softmax statistics of 256-column tile t of a row x of n values, as gemm_sm90_logits defines them (columns
+ * [256 t, *end), *end = min(256 t + 256, n)): *max, their largest value, and the returned sum of exp(x - *max), in
+ * double. */
+static inline double host_tile_stats(const float *x, int n, int t, float *max, int *end) {
+    *end = 256 * t + 256 < n ? 256 * t + 256 : n;
+    float mx = -INFINITY;
+    for (int j = 256 * t; j < *end; j++) mx = x[j] > mx ? x[j] : mx;
+    double sum = 0;
+    for (int j = 256 * t; j < *end; j++) sum += exp((double)x[j] - mx);
+    *max = mx;
+    return sum;
+}
+
 static inline void *gpu_upload(const void *host, size_t bytes) {
     void *d = NULL;
     cudaCheck(cudaMalloc(&d, bytes ? bytes : 1));

@@ -551,14 +551,11 @@ static void check_cross_entropy_coded(const int *d_t, const float *logits, const
         const float *x = logits + (long)r * V;
         tl[r] = x[tgt[r]];
         for (int t = 0; t < tiles; t++) {
-            const int j1 = 256 * t + 256 < V ? 256 * t + 256 : V;
-            float mx = -INFINITY;
-            for (int j = 256 * t; j < j1; j++) mx = x[j] > mx ? x[j] : mx;
-            double sum = 0;
-            for (int j = 256 * t; j < j1; j++) {
-                sum += exp((double)x[j] - mx);
+            float mx;
+            int j1;
+            const double sum = host_tile_stats(x, V, t, &mx, &j1);
+            for (int j = 256 * t; j < j1; j++)
                 codes[(long)r * V + j] = (uint16_t)lrint(fmin((double)mx - x[j], 65535.0 / 2048) * 2048);
-            }
             stats[2 * ((long)r * tiles + t)] = mx, stats[2 * ((long)r * tiles + t) + 1] = (float)sum;
         }
     }

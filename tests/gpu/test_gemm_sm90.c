@@ -203,11 +203,9 @@ static void logits_case(int M, int N, int K) {
         const float *x = ref + (long)m * N;
         worst_t = fmax(worst_t, fabs(tl[0][m] - x[tgt[m]]) / fmax(1.0, fabs(x[tgt[m]])));
         for (int t = 0; t < T; t++) {
-            const int n1 = 256 * t + 256 < N ? 256 * t + 256 : N;
-            float mx = -INFINITY;
-            for (int n = 256 * t; n < n1; n++) mx = x[n] > mx ? x[n] : mx;
-            double sum = 0;
-            for (int n = 256 * t; n < n1; n++) sum += exp((double)x[n] - mx);
+            float mx;
+            int n1;
+            const double sum = host_tile_stats(x, N, t, &mx, &n1);
             const float *got = st[0] + 2 * ((long)m * T + t);
             worst_m = fmax(worst_m, fabs(got[0] - mx) / fmax(1.0, fabs(mx)));
             worst_s = fmax(worst_s, fabs(got[1] - sum) / sum);
