@@ -145,13 +145,26 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-/* dweight[c] += sum over blocks b (in order) of partial[b, c]. */
-__global__ void rmsnorm_dweight_finish_kernel(float *dweight, const float *partial, int nblocks, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+/* dweight[c] += the sum over blocks b of partial[b, c] in a fixed tree: kFinishRuns runs of consecutive blocks, each
+ * summed in order by one thread, then the run sums in order. One thread a column summing all the blocks kept C / 32
+ * warps on as many SMs, each a chain of dependent L2 loads. */
+constexpr int kFinishCols = 32, kFinishRuns = 32;
+__global__ void __launch_bounds__(kFinishCols * kFinishRuns)
+    rmsnorm_dweight_finish_kernel(float *dweight, const float *partial, int nblocks, int C) {
+    __shared__ float run_sum[kFinishRuns][kFinishCols + 1];
+    const int col = threadIdx.x % kFinishCols, run = threadIdx.x / kFinishCols;
+    const int c = blockIdx.x * kFinishCols + col;
+    const int per = (nblocks + kFinishRuns - 1) / kFinishRuns;
+    const int b0 = run * per, b1 = b0 + per < nblocks ? b0 + per : nblocks;
     float s = 0.0f;
-    for (int b = 0; b < nblocks; b++) s += partial[(long)b * C + c];
-    dweight[c] += s;
+    if (c < C)
+        for (int b = b0; b < b1; b++) s += partial[(long)b * C + c];
+    run_sum[run][col] = s;
+    __syncthreads();
+    if (run > 0 || c >= C) return;
+    float t = 0.0f;
+    for (int r = 0; r < kFinishRuns; r++) t += run_sum[r][col];
+    dweight[c] += t;
 }
 
 void bwd_geometry(int N, int *rows_per_block, int *nblocks) {
@@ -225,6 +238,7 @@ extern "C" void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight,
     __nv_bfloat16 *db = reinterpret_cast<__nv_bfloat16 *>(dx_bf16);
     void *args[] = {&dx, &db, &scratch, &dout, &x, &weight, &rstd, &N, &C, &rpb};
     cudaCheck(cudaLaunchKernel(fn, dim3(nblocks), dim3(kThreads), args, smem, stream));
-    rmsnorm_dweight_finish_kernel<<<(C + kThreads - 1) / kThreads, kThreads, 0, stream>>>(dweight, scratch, nblocks, C);
+    rmsnorm_dweight_finish_kernel<<<(C + kFinishCols - 1) / kFinishCols, kFinishCols * kFinishRuns, 0, stream>>>(
+        dweight, scratch, nblocks, C);
     cudaCheckLaunch();
 }
