@@ -175,7 +175,7 @@ run: data
 
 # The README's charts from the committed run records (scripts/bench.sh's output); a python3 with
 # matplotlib (Debian: python3-matplotlib), no GPU. The plots test renders them again and compares.
-PLOT_RECORDS := bench/results/2026-12-01-2xH200/session23/r1/bench-sh/records
+PLOT_RECORDS := bench/results/2026-12-01-2xH200/session28/r2/bench-sh/records
 PLOT_OUT ?= docs/charts
 PLOT_PYTHON = $(firstword $(foreach p,python3 /usr/bin/python3,$(shell $(p) -c 'import matplotlib' 2>/dev/null && echo $(p))))
 plots:

@@ -13,7 +13,7 @@
 
 #include "test.h"
 
-static const char *const charts[] = {"loss.png", "step-time.png", "bench-moe.png"};
+static const char *const charts[] = {"loss.png", "step-time.png", "bench-moe.png", "ops.png"};
 
 /* A shell command running `python3 ARGS` with the first python3 that has matplotlib (the Makefile's
  * PLOT_PYTHON finds it the same way); exit 1 where none has it. */
