@@ -541,6 +541,16 @@ static double layer_imbalance(const Trainer *tr, int l) {
     return group_imbalance(tr->load + (size_t)l * tr->dims.E, tr->dims.E, 1);
 }
 
+/* Layer l's expert with the most routed slots this step (the lowest id among equals): which experts stay hot from
+ * step to step is what a placement that follows the load would have to follow. */
+static int busiest_expert(const Trainer *tr, int l) {
+    const int64_t *load = tr->load + (size_t)l * tr->dims.E;
+    int best = 0;
+    for (int e = 1; e < tr->dims.E; e++)
+        if (load[e] > load[best]) best = e;
+    return best;
+}
+
 /* After the step's micro-batches, before the load is summed over the world: each MoE layer's busiest EP rank
  * over the mean rank, in each data-parallel replica over the step's micro-batches (a GPU waits for the busiest
  * rank of its own EP group), the worst replica's. */
@@ -791,6 +801,12 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
                             by_rank ? tr->ep_rank_imbalance[l] : layer_imbalance(tr, l));
                 fprintf(tr->metrics, "]");
             }
+        if (d->E > 0 && d->first_dense < d->L) {
+            fprintf(tr->metrics, ", \"busiest_expert_by_layer\": [");
+            for (int l = d->first_dense; l < d->L; l++)
+                fprintf(tr->metrics, "%s%d", l > d->first_dense ? ", " : "", busiest_expert(tr, l));
+            fprintf(tr->metrics, "]");
+        }
         if (tr->use_gpu) {
             fprintf(tr->metrics, ", \"mfu\": %.6g, \"gpu_ms\": {", mfu);
             for (int p = 0; p < STEP_PARTS; p++)

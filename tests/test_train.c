@@ -103,7 +103,7 @@ static double json_number(const cJSON *o, const char *a, const char *b) {
 
 /* With log.metrics_path left at "auto", a 3-step run from the spec's directory writes runs/spec.jsonl
  * there: a header (what ran, on what, with which config) and one line a step (with each MoE layer's
- * expert load); the progress lines carry an ETA and the run ends with its summary of steps 2-3. */
+ * expert load and busiest expert); the progress lines carry an ETA and the run ends with its summary of steps 2-3. */
 static void test_run_record(void) {
     char spec[4200], bin[PATH_MAX], cmd[9000], out[16384];
     const char *dir = prepare_corpus(spec, sizeof spec);
@@ -146,6 +146,12 @@ static void test_run_record(void) {
             CHECK_MSG(cJSON_GetArraySize(by_layer) == 1 && cJSON_IsNumber(first) && first->valuedouble >= 1 &&
                           first->valuedouble <= 2,
                       "step %d: load_max_over_mean_by_layer is not one layer's figure in [1, 2]", steps);
+            /* and that expert's id, one of the 4 */
+            const cJSON *busiest = cJSON_GetObjectItemCaseSensitive(o, "busiest_expert_by_layer");
+            const cJSON *id = cJSON_GetArrayItem(busiest, 0);
+            CHECK_MSG(cJSON_GetArraySize(busiest) == 1 && cJSON_IsNumber(id) &&
+                          id->valuedouble == (int)id->valuedouble && id->valueint >= 0 && id->valueint < 4,
+                      "step %d: busiest_expert_by_layer is not one layer's expert id in [0, 4)", steps);
         }
         cJSON_Delete(o);
     }
