@@ -146,8 +146,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 /* dweight[c] += the sum over blocks b of partial[b, c] in a fixed tree: kFinishRuns runs of consecutive blocks, each
- * summed in order by one thread, then the run sums in order. One thread a column summing all the blocks kept C / 32
- * warps on as many SMs, each a chain of dependent L2 loads. */
+ * summed in order by one thread, then the run sums in order. One thread a column summing all the blocks ran C / 256
+ * blocks (8 SMs at C = 2048), each thread a chain of nblocks L2 loads: 20.9 against 5.1 us at mokc-small's sizes. */
 constexpr int kFinishCols = 32, kFinishRuns = 32;
 __global__ void __launch_bounds__(kFinishCols * kFinishRuns)
     rmsnorm_dweight_finish_kernel(float *dweight, const float *partial, int nblocks, int C) {

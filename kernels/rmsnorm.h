@@ -41,9 +41,10 @@ long gpu_rmsnorm_backward_scratch_floats(int N, int C);
  * contents are meaningless afterwards; may be reused by the next call on the same stream).
  * dweight is deterministic without atomics: kernel 1 gives each block a contiguous range of rows
  * and writes the block's per-channel partial sums (rows in order) to scratch; kernel 2 sums the
- * partials over the blocks in a fixed tree (runs of consecutive blocks, then the runs in order) into dweight. dx must not alias dout or x. dx_bf16 (N, C), when not NULL,
- * is overwritten with bf16(dx) after the add, the bits gpu_cast_f32_to_bf16 of dx would give (the
- * attention backward's input, without a pass over dx).
+ * partials over the blocks in a fixed tree (runs of consecutive blocks, then the runs in order) into
+ * dweight. dx must not alias dout or x. dx_bf16 (N, C), when not NULL, is overwritten with bf16(dx)
+ * after the add, the bits gpu_cast_f32_to_bf16 of dx would give (the attention backward's input,
+ * without a pass over dx).
  * Limit: C <= ~58000 (C floats of shared memory per block); beyond it the call stops with an error. */
 void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight, float *scratch, const float *dout,
                           const float *x, const float *weight, const float *rstd, int N, int C, cudaStream_t stream);

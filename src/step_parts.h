@@ -9,9 +9,10 @@ typedef enum {
     STEP_ATTENTION, /* attention blocks: norm, q/k/v/o projections, RoPE, attention, forward and backward */
     STEP_MOE,       /* MoE layers, forward and backward (router, dispatch, experts, combine) */
     STEP_DENSE,     /* the rest: embedding, FFN norms and dense FFNs, LM head, loss, the stream's idle gaps */
-    STEP_ALLREDUCE, /* after the last backward, the compute stream waiting for the gradients' all-reduce and the
-                       host's sums over the ranks (the exposed time of a step's reductions) */
-    STEP_OPTIMIZER, /* zeroing the gradients, their norm, AdamW */
+    STEP_ALLREDUCE, /* after the last backward, the compute stream waiting for the gradients' all-reduce, the
+                       squares for their norm queued behind it (also on one GPU), and the host's sums over the
+                       ranks (the exposed time of a step's reductions) */
+    STEP_OPTIMIZER, /* zeroing the gradients, summing their norm's squares, AdamW */
     STEP_PARTS
 } StepPart;
 

@@ -9,8 +9,8 @@
  * logits give its losses and dlogits at once; the head's backward runs once over the dlogits of as many
  * chunks as fit 3 GiB (a whole micro-batch at mokc-small's sizes).
  * The backward walks the layers in reverse; after layer l it records an event on which the
- * communication stream starts summing layer l's gradients over the ranks (NCCL), while the
- * compute stream goes on with layer l-1.
+ * communication stream starts summing layer l's gradients over the ranks (NCCL) and then their
+ * squares for the gradient norm, while the compute stream goes on with layer l-1.
  * MoE layers: the unfused layer, or (moe_impl "auto" or "mok" where the megakernel runs) the
  * megakernel, forward and backward: one MoeMok shared by the layers, a MoeMokSaved per layer.
  */
@@ -466,6 +466,7 @@ void gpu_model_zero_grads(GpuModel *g) {
         if (p) start = p->offset + p->numel;
     }
     g->experts_unwritten = 1;
+    g->norm_queued = 0;
     if (g->emb_seen) memset(g->emb_seen, 0, sizeof(uint64_t) * (size_t)embedding_ids_words(g->d->V));
     step_timer_mark(&g->timer, STEP_DENSE, "host before the batch"); /* a gap: the host's work */
 }
@@ -839,7 +840,8 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
 
 double gpu_model_grad_norm(GpuModel *g) {
     cudaStream_t s = g->stream;
-    if (!g->norm_queued) mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_model_grad_norm: no last micro-batch before (internal)");
+    if (!g->norm_queued)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_model_grad_norm: no last micro-batch before (internal)");
     g->norm_queued = 0;
     /* the partials were queued behind the all-reduces (reduce_layer): this wait counts to the exposed all-reduce */
     stream_after(s, g->comm_stream, g->reduce_done);

@@ -72,8 +72,9 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
                                   double *aux, int64_t *load);
 /* Mean cross-entropy of one micro-batch, no gradients (validation). */
 double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets);
-/* The global gradient norm (every rank gets the same), after the last micro-batch of the step: waits for the
- * all-reduce and the squares queued behind it. */
+/* The global gradient norm (every rank gets the same), after the step's last micro-batch: waits for the
+ * all-reduce and the squares that micro-batch queued behind it, so it is the norm of the gradients as they were
+ * then; nothing may write them in between (another backward, gpu_model_zero_grads). */
 double gpu_model_grad_norm(GpuModel *g);
 /* AdamW over every tensor (gradients times grad_scale), refreshing the bf16 copies. t is 1-based. */
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t);
