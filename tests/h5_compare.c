@@ -62,7 +62,6 @@ int test_h5_same_group(const char *a, const char *b, const char *group) {
     return ca.compared;
 }
 
-
 typedef struct {
     long not_bf16, values;
 } Bf16Count;
