@@ -2,11 +2,15 @@
  * C^T = B^T A^T, so every call passes B first and swaps the roles of M and N.
  * Single GEMMs go through cuBLASLt: each distinct problem gets its descriptors and the
  * heuristic's first algorithm once (a small cache), so repeated calls cost one cublasLtMatmul.
+ * Problems whose M or K changes from call to call (an expert's rows) share a plan per step of a
+ * geometric grid: asking the heuristic for every new shape cost ≈ 50 µs of host time a call
+ * (s29 r1), more than the GEMM itself.
  * No workspace: the algorithms then need no split-K reduction buffer, there is no per-stream state
  * to manage, and each output element is summed in one place. */
 #include "gpu/gemm.h"
 
 #include <cublasLt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,10 +19,15 @@
 
 static cudaDataType_t dtype(GemmType t) { return t == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-#define MAX_PLANS 512
+/* An open-addressed table; when it holds MAX_PLANS it is emptied and refilled as calls come: the
+ * heuristic gives the same algorithm for the same problem every time, so rebuilt plans compute the
+ * same bits. */
+#define PLAN_SLOTS 2048 /* a power of two */
+#define MAX_PLANS (PLAN_SLOTS / 2)
 
 typedef struct {
     int trans_a, trans_b, M, N, K, accumulate;
+    int dynamic; /* M and K are the grid's steps at or above the problem's (dynamic_step) */
     GemmType ta, tb, tc;
     int device;
     uint32_t align_a, align_b, align_c; /* bytes the pointers are aligned to, <= 256 */
@@ -26,40 +35,76 @@ typedef struct {
 
 typedef struct {
     PlanKey key;
+    int used;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
 } Plan;
 
 static cublasLtHandle_t lt_handle;
-static Plan plans[MAX_PLANS];
+static Plan plans[PLAN_SLOTS];
 static int n_plans;
 
-static const Plan *plan_of(const PlanKey *key) {
-    for (int i = 0; i < n_plans && i < MAX_PLANS; i++)
-        if (memcmp(&plans[i].key, key, sizeof *key) == 0) return &plans[i];
-    if (!lt_handle) cublasCheck(cublasLtCreate(&lt_handle));
-    /* A full cache recycles its oldest plan: the heuristic gives the same algorithm for the same
-     * problem every time, so a rebuilt plan computes the same bits. */
-    Plan *p = &plans[n_plans % MAX_PLANS];
-    if (n_plans >= MAX_PLANS) {
+/* The grid of a dynamic dimension: 16·2^j and 24·2^j. Its steps are at most 1.5 × apart, so an
+ * algorithm is never asked to serve a problem much smaller than the one it was chosen for; 768,
+ * 1024, 1536, 2048 and 3072 are steps, so the usual fixed widths keep their own algorithm. */
+static int dynamic_step(int n) {
+    for (int lo = 16; lo <= INT_MAX / 4; lo *= 2) {
+        if (n <= lo) return lo;
+        if (n <= lo + lo / 2) return lo + lo / 2;
+    }
+    return n;
+}
+
+static uint32_t key_hash(const PlanKey *key) {
+    const unsigned char *b = (const unsigned char *)key;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < sizeof *key; i++) h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+static void plans_clear(void) {
+    for (int i = 0; i < PLAN_SLOTS; i++) {
+        Plan *p = &plans[i];
+        if (!p->used) continue;
         cublasLtMatmulDescDestroy(p->desc);
         cublasLtMatrixLayoutDestroy(p->la);
         cublasLtMatrixLayoutDestroy(p->lb);
         cublasLtMatrixLayoutDestroy(p->lc);
+        p->used = 0;
     }
+    n_plans = 0;
+}
+
+/* The stored shapes of a problem as cuBLASLt's column-major layouts (rows, cols; the leading
+ * dimension is the rows). */
+static void layout_shapes(const PlanKey *key, int M, int K, uint64_t shape[3][2]) {
+    shape[0][0] = (uint64_t)(key->trans_a ? M : K), shape[0][1] = (uint64_t)(key->trans_a ? K : M); /* A */
+    shape[1][0] = (uint64_t)(key->trans_b ? K : key->N), shape[1][1] = (uint64_t)(key->trans_b ? key->N : K); /* B */
+    shape[2][0] = (uint64_t)key->N, shape[2][1] = (uint64_t)M; /* C */
+}
+
+static Plan *plan_of(const PlanKey *key) {
+    uint32_t i = key_hash(key) & (PLAN_SLOTS - 1);
+    for (; plans[i].used; i = (i + 1) & (PLAN_SLOTS - 1))
+        if (memcmp(&plans[i].key, key, sizeof *key) == 0) return &plans[i];
+    if (n_plans >= MAX_PLANS) {
+        plans_clear();
+        i = key_hash(key) & (PLAN_SLOTS - 1);
+    }
+    if (!lt_handle) cublasCheck(cublasLtCreate(&lt_handle));
+    Plan *p = &plans[i];
     p->key = *key;
     /* Column-major view: C^T (N x M) = op(B)^T (N x K) op(A)^T (K x M). */
     cublasOperation_t op_b = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-    /* Stored shapes (column-major rows x cols; the row-major leading dimension is the column-major one). */
-    int b_rows = key->trans_b ? key->K : key->N, b_cols = key->trans_b ? key->N : key->K;
-    int a_rows = key->trans_a ? key->M : key->K, a_cols = key->trans_a ? key->K : key->M;
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), (uint64_t)b_rows, (uint64_t)b_cols, b_rows));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), (uint64_t)a_rows, (uint64_t)a_cols, a_rows));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), (uint64_t)key->N, (uint64_t)key->M, key->N));
+    uint64_t s[3][2];
+    layout_shapes(key, key->M, key->K, s);
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), s[0][0], s[0][1], (int64_t)s[0][0]));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), s[1][0], s[1][1], (int64_t)s[1][0]));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), s[2][0], s[2][1], (int64_t)s[2][0]));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws_bytes = 0;
@@ -85,6 +130,7 @@ static const Plan *plan_of(const PlanKey *key) {
                  "cuBLASLt has no algorithm for a %dx%dx%d GEMM (trans %d/%d)", key->M, key->N, key->K, key->trans_a,
                  key->trans_b);
     p->algo = result.algo;
+    p->used = 1;
     n_plans++;
     return p;
 }
@@ -96,18 +142,35 @@ static uint32_t alignment(const void *p) {
     return align;
 }
 
-/* D = alpha op(A) op(B) + beta C through the problem's cached plan; C == D is gemm_rm. */
+/* The exact shape into a dynamic plan's layouts (a plan's layouts start at its key's shape). */
+static void set_shape(Plan *p, int M, int K) {
+    uint64_t s[3][2];
+    layout_shapes(&p->key, M, K, s);
+    cublasLtMatrixLayout_t l[3] = {p->la, p->lb, p->lc};
+    for (int i = 0; i < 3; i++) {
+        const int64_t ld = (int64_t)s[i][0];
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_ROWS, &s[i][0], sizeof s[i][0]));
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_COLS, &s[i][1], sizeof s[i][1]));
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld));
+    }
+}
+
+/* D = alpha op(A) op(B) + beta C through the problem's cached plan; C == D is gemm_rm. A dynamic
+ * problem runs on the plan of its grid step, at its own shape. */
 static void lt_matmul(int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, const void *B,
-                      GemmType tb, const void *C, void *D, GemmType tc, float alpha, float beta, cudaStream_t stream) {
+                      GemmType tb, const void *C, void *D, GemmType tc, float alpha, float beta, int dynamic,
+                      cudaStream_t stream) {
     if (M == 0 || N == 0) return;
     PlanKey key;
-    memset(&key, 0, sizeof key); /* the key is compared as bytes: no stray padding */
-    key.trans_a = trans_a, key.trans_b = trans_b, key.M = M, key.N = N, key.K = K, key.accumulate = beta != 0;
+    memset(&key, 0, sizeof key); /* the key is hashed and compared as bytes: no stray padding */
+    key.trans_a = trans_a, key.trans_b = trans_b, key.N = N, key.accumulate = beta != 0, key.dynamic = dynamic;
+    key.M = dynamic ? dynamic_step(M) : M, key.K = dynamic ? dynamic_step(K) : K;
     key.ta = ta, key.tb = tb, key.tc = tc;
     const uint32_t align_c = alignment(C), align_d = alignment(D);
     key.align_a = alignment(A), key.align_b = alignment(B), key.align_c = align_c < align_d ? align_c : align_d;
     cudaCheck(cudaGetDevice(&key.device));
-    const Plan *p = plan_of(&key);
+    Plan *p = plan_of(&key);
+    if (dynamic) set_shape(p, M, K);
     cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, D, p->lc, &p->algo,
                                NULL, 0, stream));
 }
@@ -116,19 +179,21 @@ void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, co
              const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, stream);
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 0, stream);
 }
 
 void gemm_rm_out(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                  const void *B, GemmType tb, const float *C, float *D, float alpha, float beta) {
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, D, GEMM_F32, alpha, beta, stream);
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, D, GEMM_F32, alpha, beta, 0, stream);
 }
 
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                      const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
-    gemm_rm_strided(h, trans_a, trans_b, M, N, K, A, ta, 0, B, tb, 0, C, tc, 0, 1, alpha, beta);
+    cudaStream_t stream;
+    cublasCheck(cublasGetStream(h, &stream));
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 1, stream);
 }
 
 void gemm_rm_strided(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,

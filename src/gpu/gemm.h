@@ -25,8 +25,10 @@ void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, co
 void gemm_rm_out(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                  const void *B, GemmType tb, const float *C, float *D, float alpha, float beta);
 
-/* The same on cuBLAS without a cached plan, for shapes that change from call to call (the rows of
- * an expert's segment): the plan cache stays bounded, and every shape takes the same path. */
+/* The same for problems whose M or K changes from call to call (the rows of an expert's segment):
+ * the plan (and algorithm) is the one of M and K rounded up to a grid of steps 1.5 x or 2 x apart,
+ * so a layer's experts share a few plans instead of asking cuBLAS's heuristic for each new shape.
+ * Bits are fixed for a fixed shape, alignment and GPU, as gemm_rm's. */
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                      const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
 
