@@ -2,6 +2,9 @@
 # the router's load spreads (perf-notes "After s28": ≈ 543 ms a step at steps 11-40, 1364 at 71-100; the
 # megakernel's does not). mokc-small unfused, 95 steps, step 90 timed op by op, and the host's view (a step's
 # wall time against the GPU time by part: a launch-bound layer shows GPU parts well below the step).
+# s29 found the cause on one GPU (cuBLAS's heuristic asked for every new row count; perf-notes "After s29") and
+# kept a fix: at or after that commit this call measures it at EP2. Predicted: the MoE part ≈ 590 ms a step at
+# steps 71-95 instead of 1364, the step ≈ 950 ms over steps 20-95.
 # Copy to .deps/, set .deps/rev to the commit, and run with carry [".deps"] on nvidia-h200-x2.
 for f in .deps/*.deb; do dpkg -x $f /; done; ldconfig
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
