@@ -1,0 +1,41 @@
+# Prepared in s29 (one H200 lent) for a session with the 2-GPU kind (≈ 6 minutes). Copy to .deps/, set .deps/rev to
+# the commit (at or after s29's 733fbb3), run with carry [".deps"] on nvidia-h200-x2.
+# 1. mokc-small at the same global batch split 4 x 2 instead of 2 x 4 (train.micro_batch x train.grad_accum), 100
+#    steps: does it fit (the plan estimated from s28 r5's and s29 r4's plans: ≈ 136 000 MiB of 143 771), and how
+#    fast? Predicted from s29 r4 (one GPU: 403.5 -> 394.1 ms, the MoE part -7.5 %): ≈ 675-689 ms a step against
+#    r5's 714.7 (MFU ≈ 43.0-43.8 %), the loss alike. If it fits and wins, mokc-small.json and mokc-small-1gpu.json
+#    take 4 x 2.
+# 2. mokc-small unfused as configured, 95 steps, step 90 op by op (s28's next/unfused-late-profile.sh): s29's fix of
+#    the unfused layer's host time at EP2. Predicted: the MoE part ≈ 590 ms a step at steps 71-95 (1364 in s28 r2),
+#    the step ≈ 950 ms over steps 20-95 (1323).
+for f in .deps/*.deb; do dpkg -x $f /; done; ldconfig
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+make -j30 GIT_REVISION=$(cat .deps/rev) mokc > /tmp/build.log 2>&1 || { echo "build failed"; tail -20 /tmp/build.log; exit 1; }
+scripts/repo-tokens.sh /tmp/repo.h5 > /dev/null 2>&1 || { echo "data failed"; exit 1; }
+echo "built $(el)"
+nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader -lms 500 > $OUT/mem-4x2.csv &
+smi=$!
+timeout 200 mpirun -np 2 ./mokc train configs/mokc-small.json --set train.micro_batch=4 --set train.grad_accum=2 \
+  --set data.train=/tmp/repo.h5 --set data.val= --set log.every=1 --set log.profile_step=50 \
+  --set log.metrics_path=$OUT/train-4x2.jsonl > $OUT/train-4x2.log 2>&1
+echo "4x2 rc $? $(el): $(grep -E '^steps ' $OUT/train-4x2.log)"
+kill $smi; grep -E 'GPU memory plan|error' $OUT/train-4x2.log | head -3
+echo "peak MiB a GPU: $(sort -t, -k2 -n $OUT/mem-4x2.csv | tail -1)"
+timeout 300 mpirun -np 2 ./mokc train configs/mokc-small.json --set moe_impl=unfused --set train.steps=95 \
+  --set data.train=/tmp/repo.h5 --set data.val= --set log.every=1 --set log.profile_step=90 \
+  --set log.metrics_path=$OUT/train-unfused.jsonl > $OUT/train-unfused.log 2>&1
+echo "unfused rc $? $(el): $(grep -E '^steps ' $OUT/train-unfused.log)"
+python3 - "$OUT" <<'PY'
+import json, sys
+for v in ('4x2', 'unfused'):
+    try: r = [json.loads(l) for l in open('%s/train-%s.jsonl' % (sys.argv[1], v)) if '"step"' in l]
+    except Exception as e: print(v, e); continue
+    for a in (21, 41, 61, 81):
+        w = [x for x in r if a <= x['step'] < a + 20 and x['step'] not in (50, 90)]
+        if w: print(v, 'steps %d-%d: %.1f ms, MFU %.1f %%, moe %.1f ms, loss %.4f' % (w[0]['step'], w[-1]['step'],
+              sum(x['ms'] for x in w) / len(w), 100 * sum(x['mfu'] for x in w) / len(w),
+              sum(x['gpu_ms'].get('moe', 0) for x in w) / len(w), sum(x['loss'] for x in w) / len(w)))
+PY
+sed -n '/op by op/,/^  embedding /p' $OUT/train-unfused.log | head -12
+echo "total $(el)"
