@@ -1,7 +1,7 @@
 # Prepared in s29 (one H200 lent) for a session with the 2-GPU kind (≈ 6 minutes). Copy to .deps/, set .deps/rev to
 # the commit (at or after s29's 733fbb3), run with carry [".deps"] on nvidia-h200-x2.
 # 1. mokc-small at the same global batch split 4 x 2 instead of 2 x 4 (train.micro_batch x train.grad_accum), 100
-#    steps: does it fit (the plan estimated from s28 r5's and s29 r4's plans: ≈ 136 000 MiB of 143 771), and how
+#    steps: does it fit (s29 r8: 135 999.8 MiB planned of 143 771; the symmetric window passes 4 GiB), and how
 #    fast? Predicted from s29 r4 (one GPU: 403.5 -> 394.1 ms, the MoE part -7.5 %): ≈ 675-689 ms a step against
 #    r5's 714.7 (MFU ≈ 43.0-43.8 %), the loss alike. If it fits and wins, mokc-small.json and mokc-small-1gpu.json
 #    take 4 x 2.
