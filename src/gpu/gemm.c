@@ -3,7 +3,7 @@
  * Single GEMMs go through cuBLASLt: each distinct problem gets its descriptors and the
  * heuristic's first algorithm once (a small cache), so repeated calls cost one cublasLtMatmul.
  * Problems whose M or K changes from call to call (an expert's rows) share a plan per step of a
- * geometric grid: asking the heuristic for every new shape cost ≈ 50 µs of host time a call
+ * geometric grid: asking the heuristic for every new shape cost about 50 us of host time a call
  * (s29 r1), more than the GEMM itself.
  * No workspace: the algorithms then need no split-K reduction buffer, there is no per-stream state
  * to manage, and each output element is summed in one place. */
@@ -27,7 +27,7 @@ static cudaDataType_t dtype(GemmType t) { return t == GEMM_BF16 ? CUDA_R_16BF : 
 
 typedef struct {
     int trans_a, trans_b, M, N, K, accumulate;
-    int dynamic; /* M and K are the grid's steps at or above the problem's (dynamic_step) */
+    int dynamic; /* 1: M and K rounded (dynamic_dims); 2: the exact shape, the step's algorithm having failed */
     GemmType ta, tb, tc;
     int device;
     uint32_t align_a, align_b, align_c; /* bytes the pointers are aligned to, <= 256 */
@@ -45,15 +45,23 @@ static cublasLtHandle_t lt_handle;
 static Plan plans[PLAN_SLOTS];
 static int n_plans;
 
-/* The grid of a dynamic dimension: 16·2^j and 24·2^j. Its steps are at most 1.5 × apart, so an
- * algorithm is never asked to serve a problem much smaller than the one it was chosen for; 768,
- * 1024, 1536, 2048 and 3072 are steps, so the usual fixed widths keep their own algorithm. */
+/* The grid of a dynamic dimension: 16 x 2^j and 24 x 2^j, steps 1.5 x or 4/3 x apart, so from 16
+ * on an algorithm serves problems at least 2/3 the size it was chosen for. */
 static int dynamic_step(int n) {
     for (int lo = 16; lo <= INT_MAX / 4; lo *= 2) {
         if (n <= lo) return lo;
         if (n <= lo + lo / 2) return lo + lo / 2;
     }
     return n;
+}
+
+/* A dynamic plan's M and K: each rounded to its step where it is no operand's leading dimension
+ * (M: A's when trans_a; K: A's unless trans_a, B's when trans_b), so the heuristic sees the exact
+ * leading dimensions and their alignment. The rows of an expert's segment are M in the products
+ * by the weights and K in the weight gradients': rounded; the model's widths beside them: exact. */
+static void dynamic_dims(PlanKey *key, int M, int K) {
+    key->M = key->trans_a ? M : dynamic_step(M);
+    key->K = key->trans_a && !key->trans_b ? dynamic_step(K) : K;
 }
 
 static uint32_t key_hash(const PlanKey *key) {
@@ -127,8 +135,8 @@ static Plan *plan_of(const PlanKey *key) {
     cublasLtMatmulPreferenceDestroy(pref);
     if (found == 0)
         mokc_die(MOKC_EXIT_RUNTIME, "report the shape; the model dimensions may need to be multiples of 8",
-                 "cuBLASLt has no algorithm for a %dx%dx%d GEMM (trans %d/%d)", key->M, key->N, key->K, key->trans_a,
-                 key->trans_b);
+                 "cuBLASLt has no algorithm for a %dx%dx%d GEMM (trans %d/%d%s)", key->M, key->N, key->K,
+                 key->trans_a, key->trans_b, key->dynamic == 1 ? ", M and K rounded up to their grid steps" : "");
     p->algo = result.algo;
     p->used = 1;
     n_plans++;
@@ -156,23 +164,35 @@ static void set_shape(Plan *p, int M, int K) {
 }
 
 /* D = alpha op(A) op(B) + beta C through the problem's cached plan; C == D is gemm_rm. A dynamic
- * problem runs on the plan of its grid step, at its own shape. */
+ * problem runs on the plan of its grid step, at its own shape; should cuBLASLt refuse that
+ * algorithm for the shape, on a plan of its own (which shapes fall back depends on the shape alone,
+ * so the bits stay fixed). */
 static void lt_matmul(int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, const void *B,
                       GemmType tb, const void *C, void *D, GemmType tc, float alpha, float beta, int dynamic,
                       cudaStream_t stream) {
     if (M == 0 || N == 0) return;
+    if (K <= 0 || M < 0 || N < 0)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm: a %dx%dx%d product (internal: K must be positive)", M, N, K);
     PlanKey key;
     memset(&key, 0, sizeof key); /* the key is hashed and compared as bytes: no stray padding */
-    key.trans_a = trans_a, key.trans_b = trans_b, key.N = N, key.accumulate = beta != 0, key.dynamic = dynamic;
-    key.M = dynamic ? dynamic_step(M) : M, key.K = dynamic ? dynamic_step(K) : K;
+    key.trans_a = trans_a, key.trans_b = trans_b, key.M = M, key.N = N, key.K = K, key.accumulate = beta != 0;
+    key.dynamic = dynamic;
+    if (dynamic) dynamic_dims(&key, M, K);
     key.ta = ta, key.tb = tb, key.tc = tc;
     const uint32_t align_c = alignment(C), align_d = alignment(D);
     key.align_a = alignment(A), key.align_b = alignment(B), key.align_c = align_c < align_d ? align_c : align_d;
     cudaCheck(cudaGetDevice(&key.device));
     Plan *p = plan_of(&key);
     if (dynamic) set_shape(p, M, K);
-    cublasCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, D, p->lc, &p->algo,
-                               NULL, 0, stream));
+    cublasStatus_t st = cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, D, p->lc,
+                                       &p->algo, NULL, 0, stream);
+    if (dynamic && (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
+        key.dynamic = 2, key.M = M, key.K = K;
+        p = plan_of(&key);
+        st = cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->lb, A, p->la, &beta, C, p->lc, D, p->lc, &p->algo,
+                            NULL, 0, stream);
+    }
+    cublasCheck(st);
 }
 
 void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,

@@ -3,8 +3,9 @@
  * mokc uses (activations (tokens, width), weights (in, out)). cuBLAS is column-major; these
  * wrappers swap the operands so callers never think about it. Single GEMMs (gemm_rm) run on
  * cuBLASLt, the batched ones on cuBLAS (the router's fp32 GEMMs are kernels/gemm_f32x3.h's).
- * Deterministic for a fixed GPU, toolkit and shape (the same algorithm every time, one
- * workspace per handle, no atomics). Not thread-safe: call from one host thread.
+ * Deterministic for a fixed GPU, toolkit and shape (the same algorithm every time; the cuBLASLt
+ * ones without a workspace, cuBLAS's with one per handle; no atomics). Not thread-safe: call from
+ * one host thread.
  */
 #ifndef MOKC_GPU_GEMM_H
 #define MOKC_GPU_GEMM_H
@@ -26,9 +27,10 @@ void gemm_rm_out(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K
                  const void *B, GemmType tb, const float *C, float *D, float alpha, float beta);
 
 /* The same for problems whose M or K changes from call to call (the rows of an expert's segment):
- * the plan (and algorithm) is the one of M and K rounded up to a grid of steps 1.5 x or 2 x apart,
- * so a layer's experts share a few plans instead of asking cuBLAS's heuristic for each new shape.
- * Bits are fixed for a fixed shape, alignment and GPU, as gemm_rm's. */
+ * the plan (and algorithm) is the one of M and K rounded up to a grid of steps 1.5 x or 4/3 x apart
+ * where they are no operand's leading dimension, so a layer's experts share a few plans instead of
+ * asking cuBLAS's heuristic for each new shape. Bits are fixed for a fixed shape, alignment and
+ * GPU, as gemm_rm's. Every GEMM here needs K >= 1. */
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                      const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
 

@@ -2,7 +2,8 @@
  * The row-major GEMM wrappers against the CPU's matmuls: every transpose combination, bf16 and
  * fp32 operands and outputs, accumulate (beta = 1), odd sizes and pointers into the middle of a
  * buffer (the cuBLASLt plans must honour their alignment), strided batches, runs of problems whose
- * M or K changes from call to call (gemm_rm_dynamic); bitwise repeatable.
+ * M or K changes from call to call (gemm_rm_dynamic), more problems than the plan table holds;
+ * bitwise repeatable.
  * fp32 GEMMs on tensor cores (gemm_f32x3.h): the chunk rule and scratch bound, every layout
  * against a double reference in one and several chunks, and the fixed-order sum of the chunks'
  * partials bit for bit.
@@ -162,44 +163,46 @@ static void test_gemm_strided(void) {
 
 /* gemm_rm_dynamic as the unfused MoE layer calls it: a run of problems whose M (vary == 'M') or K
  * ('K') changes from one to the next, within one grid step and across steps, each on its own slices
- * of shared buffers (so the pointers' alignments vary too). Every problem against the CPU, every
- * output element written (C poisoned when not accumulating), and the run again in reverse order
- * gives the same bits (each call sets its own shape on the plan its step shares). */
-static void dynamic_case(cublasHandle_t h, int ta, int tb, char vary, GemmType tout, int acc) {
-    const int sizes[] = {1, 5, 16, 17, 23, 24, 25, 40, 47, 48, 100, 191, 192, 193}, n = 14, fixed = 64, N = 72;
-    long offs[3][15] = {{0}};
-    for (int i = 0; i < n; i++) {
+ * of shared buffers (so the pointers' alignments vary too), beside a fixed width `fixed` on the
+ * grid or off it. Every problem against the CPU, every output element written (C poisoned when not
+ * accumulating), and the run again in reverse order gives the same bits (each call sets its own
+ * shape on the plan its step shares). */
+static void dynamic_case(cublasHandle_t h, int ta, int tb, char vary, int fixed, GemmType tout, int acc) {
+    enum { NS = 14 };
+    const int sizes[NS] = {1, 5, 16, 17, 23, 24, 25, 40, 47, 48, 100, 191, 192, 193}, N = 72;
+    long offs[3][NS + 1] = {{0}};
+    for (int i = 0; i < NS; i++) {
         const long M = vary == 'M' ? sizes[i] : fixed, K = vary == 'K' ? sizes[i] : fixed;
         offs[0][i + 1] = offs[0][i] + M * K, offs[1][i + 1] = offs[1][i] + K * N, offs[2][i + 1] = offs[2][i] + M * N;
     }
-    float *A = random_matrix(offs[0][n], 1), *B = random_matrix(offs[1][n], 1);
-    float *C0 = random_matrix(offs[2][n], tout == GEMM_BF16), *ref = malloc(sizeof(float) * (size_t)offs[2][n]);
-    memcpy(ref, C0, sizeof(float) * (size_t)offs[2][n]);
-    for (int i = 0; i < n; i++) {
+    float *A = random_matrix(offs[0][NS], 1), *B = random_matrix(offs[1][NS], 1);
+    float *C0 = random_matrix(offs[2][NS], tout == GEMM_BF16), *ref = malloc(sizeof(float) * (size_t)offs[2][NS]);
+    memcpy(ref, C0, sizeof(float) * (size_t)offs[2][NS]);
+    for (int i = 0; i < NS; i++) {
         const int M = vary == 'M' ? sizes[i] : fixed, K = vary == 'K' ? sizes[i] : fixed;
         reference(ref + offs[2][i], A + offs[0][i], B + offs[1][i], ta, tb, M, N, K, acc);
     }
     void *ba, *bb, *bc;
-    char *dA = device_copy(A, offs[0][n], GEMM_BF16, 0, &ba), *dB = device_copy(B, offs[1][n], GEMM_BF16, 0, &bb);
-    char *dC = device_copy(C0, offs[2][n], tout, 0, &bc);
+    char *dA = device_copy(A, offs[0][NS], GEMM_BF16, 0, &ba), *dB = device_copy(B, offs[1][NS], GEMM_BF16, 0, &bb);
+    char *dC = device_copy(C0, offs[2][NS], tout, 0, &bc);
     const size_t ce = tout == GEMM_BF16 ? 2 : 4;
     float *got[2];
     char what[96];
-    snprintf(what, sizeof what, "dynamic %c trans %d/%d out %s acc %d", vary, ta, tb,
+    snprintf(what, sizeof what, "dynamic %c trans %d/%d fixed %d out %s acc %d", vary, ta, tb, fixed,
              tout == GEMM_BF16 ? "bf16" : "f32", acc);
     for (int run = 0; run < 2; run++) {
-        if (run) cudaCheck(cudaFree(bc)), dC = device_copy(C0, offs[2][n], tout, 0, &bc);
-        if (!acc) cudaCheck(cudaMemset(dC, 0xff, ce * (size_t)offs[2][n]));
-        for (int j = 0; j < n; j++) {
-            const int i = run ? n - 1 - j : j;
+        if (run) cudaCheck(cudaFree(bc)), dC = device_copy(C0, offs[2][NS], tout, 0, &bc);
+        if (!acc) cudaCheck(cudaMemset(dC, 0xff, ce * (size_t)offs[2][NS]));
+        for (int j = 0; j < NS; j++) {
+            const int i = run ? NS - 1 - j : j;
             const int M = vary == 'M' ? sizes[i] : fixed, K = vary == 'K' ? sizes[i] : fixed;
             gemm_rm_dynamic(h, ta, tb, M, N, K, dA + 2 * offs[0][i], GEMM_BF16, dB + 2 * offs[1][i], GEMM_BF16,
                             dC + ce * offs[2][i], tout, 1.0f, acc ? 1.0f : 0.0f);
         }
-        got[run] = malloc(sizeof(float) * (size_t)offs[2][n]);
-        to_float(got[run], dC, offs[2][n], tout);
+        got[run] = malloc(sizeof(float) * (size_t)offs[2][NS]);
+        to_float(got[run], dC, offs[2][NS], tout);
     }
-    check_runs(got, ref, offs[2][n], 1e-2, what);
+    check_runs(got, ref, offs[2][NS], 1e-2, what);
     cudaFree(ba), cudaFree(bb), cudaFree(bc);
     free(A), free(B), free(C0), free(ref);
 }
@@ -209,11 +212,43 @@ static void test_gemm_dynamic(void) {
     cublasHandle_t h;
     cublasCheck(cublasCreate(&h));
     /* the unfused layer's calls: rows x weights, dgrad against transposed weights, weight gradients (K = rows) */
-    dynamic_case(h, 0, 0, 'M', GEMM_BF16, 0);
-    dynamic_case(h, 0, 1, 'M', GEMM_F32, 0);
-    dynamic_case(h, 0, 1, 'M', GEMM_F32, 1);
-    dynamic_case(h, 1, 0, 'K', GEMM_F32, 1);
-    dynamic_case(h, 1, 0, 'K', GEMM_F32, 0);
+    dynamic_case(h, 0, 0, 'M', 64, GEMM_BF16, 0);
+    dynamic_case(h, 0, 1, 'M', 100, GEMM_F32, 0);
+    dynamic_case(h, 0, 1, 'M', 64, GEMM_F32, 1);
+    dynamic_case(h, 1, 0, 'K', 100, GEMM_F32, 1);
+    dynamic_case(h, 1, 0, 'K', 64, GEMM_F32, 0);
+    /* a changing dimension that is a leading dimension: its own plan a size */
+    dynamic_case(h, 0, 0, 'K', 100, GEMM_F32, 0);
+    dynamic_case(h, 1, 1, 'M', 36, GEMM_BF16, 1);
+    cublasDestroy(h);
+}
+
+/* More problems than the plan table holds (gemm.c's MAX_PLANS, 1024): a problem run before the
+ * table is emptied and refilled gives the same bits after, and every result stays right. */
+static void test_gemm_plan_table_refill(void) {
+    if (!gpu_test_begin()) return;
+    cublasHandle_t h;
+    cublasCheck(cublasCreate(&h));
+    enum { M = 33, K = 40, N_MAX = 8 * 1200 };
+    float *A = random_matrix((long)M * K, 1), *B = random_matrix((long)K * N_MAX, 1);
+    float *ref = malloc(sizeof(float) * (size_t)M * 8), *got[2] = {malloc(sizeof(float) * (size_t)M * 8), NULL};
+    void *ba, *bb, *bc;
+    void *dA = device_copy(A, (long)M * K, GEMM_BF16, 0, &ba), *dB = device_copy(B, (long)K * N_MAX, GEMM_BF16, 0, &bb);
+    void *dC = device_copy(B, (long)M * N_MAX, GEMM_F32, 0, &bc); /* any values: written, not read */
+    for (int n = 8, i = 0; n <= N_MAX; n += 8, i++) { /* 1200 distinct problems */
+        gemm_rm(h, 0, 0, M, n, K, dA, GEMM_BF16, dB, GEMM_BF16, dC, GEMM_F32, 1.0f, 0.0f);
+        if (i == 0) to_float(got[0], dC, (long)M * 8, GEMM_F32);
+    }
+    gemm_rm(h, 0, 0, M, 8, K, dA, GEMM_BF16, dB, GEMM_BF16, dC, GEMM_F32, 1.0f, 0.0f);
+    got[1] = malloc(sizeof(float) * (size_t)M * 8);
+    to_float(got[1], dC, (long)M * 8, GEMM_F32);
+    /* B's first 8 columns of its (K, 8) view: rows of B at stride 8 */
+    float *B8 = malloc(sizeof(float) * (size_t)K * 8);
+    for (int k = 0; k < K; k++) memcpy(B8 + (size_t)k * 8, B + (size_t)k * 8, 8 * sizeof(float));
+    reference(ref, A, B8, 0, 0, M, 8, K, 0);
+    check_runs(got, ref, (long)M * 8, 1e-2, "the first problem after 1200 others");
+    cudaFree(ba), cudaFree(bb), cudaFree(bc);
+    free(A), free(B), free(B8), free(ref);
     cublasDestroy(h);
 }
 
@@ -412,4 +447,5 @@ static void test_sum_partials(void) {
 }
 
 TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_strided), TEST_CASE(test_gemm_dynamic),
-           TEST_CASE(test_gemm_f32x3_rule), TEST_CASE(test_gemm_f32x3), TEST_CASE(test_sum_partials));
+           TEST_CASE(test_gemm_plan_table_refill), TEST_CASE(test_gemm_f32x3_rule), TEST_CASE(test_gemm_f32x3),
+           TEST_CASE(test_sum_partials));
