@@ -3,8 +3,8 @@
 # 1. mokc-small at the same global batch split 4 x 2 instead of 2 x 4 (train.micro_batch x train.grad_accum), 100
 #    steps: does it fit (s29 r8: 135 999.8 MiB planned of 143 771; the symmetric window passes 4 GiB), and how
 #    fast? Predicted from s29 r4 (one GPU: 403.5 -> 394.1 ms, the MoE part -7.5 %): ≈ 675-689 ms a step against
-#    r5's 714.7 (MFU ≈ 43.0-43.8 %), the loss alike. If it fits and wins, mokc-small.json and mokc-small-1gpu.json
-#    take 4 x 2.
+#    r5's 714.7 (MFU ≈ 43.0-43.8 %), the loss alike. If it fits and wins, mokc-small.json takes 4 x 2 (as
+#    mokc-small-1gpu.json has since s29).
 # 2. mokc-small unfused as configured, 95 steps, step 90 op by op (s28's next/unfused-late-profile.sh): s29's fix of
 #    the unfused layer's host time at EP2. Predicted: the MoE part ≈ 590 ms a step at steps 71-95 (1364 in s28 r2),
 #    the step ≈ 950 ms over steps 20-95 (1323).
