@@ -1,4 +1,4 @@
-# Prepared in s29 (one H200 lent) for a session with the 2-GPU kind (≈ 6 minutes). Copy to .deps/, set .deps/rev to
+# Prepared in s29 (one H200 lent) for a session with the 2-GPU kind (≈ 8 minutes; s30 added the 2 x 4 run). Copy to .deps/, set .deps/rev to
 # the commit (at or after s29's 733fbb3), run with carry [".deps"] on nvidia-h200-x2.
 # 1. mokc-small at the same global batch split 4 x 2 instead of 2 x 4 (train.micro_batch x train.grad_accum), 100
 #    steps: does it fit (s29 r8: 135 999.8 MiB planned of 143 771; the symmetric window passes 4 GiB), and how
@@ -22,13 +22,18 @@ timeout 200 mpirun -np 2 ./mokc train configs/mokc-small.json --set train.micro_
 echo "4x2 rc $? $(el): $(grep -E '^steps ' $OUT/train-4x2.log)"
 kill $smi; grep -E 'GPU memory plan|error' $OUT/train-4x2.log | head -3
 echo "peak MiB a GPU: $(sort -t, -k2 -n $OUT/mem-4x2.csv | tail -1)"
+# (s30) 2 x 4 as configured in the same call: the lent machines differ by up to 5 % on unchanged ops (s28 r3-r5)
+timeout 200 mpirun -np 2 ./mokc train configs/mokc-small.json \
+  --set data.train=/tmp/repo.h5 --set data.val= --set log.every=1 --set log.profile_step=50 \
+  --set log.metrics_path=$OUT/train-2x4.jsonl > $OUT/train-2x4.log 2>&1
+echo "2x4 rc $? $(el): $(grep -E '^steps ' $OUT/train-2x4.log)"
 timeout 300 mpirun -np 2 ./mokc train configs/mokc-small.json --set moe_impl=unfused --set train.steps=95 \
   --set data.train=/tmp/repo.h5 --set data.val= --set log.every=1 --set log.profile_step=90 \
   --set log.metrics_path=$OUT/train-unfused.jsonl > $OUT/train-unfused.log 2>&1
 echo "unfused rc $? $(el): $(grep -E '^steps ' $OUT/train-unfused.log)"
 python3 - "$OUT" <<'PY'
 import json, sys
-for v in ('4x2', 'unfused'):
+for v in ('4x2', '2x4', 'unfused'):
     try: r = [json.loads(l) for l in open('%s/train-%s.jsonl' % (sys.argv[1], v)) if '"step"' in l]
     except Exception as e: print(v, e); continue
     for a in (21, 41, 61, 81):
