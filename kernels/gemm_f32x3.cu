@@ -9,15 +9,19 @@
  *    swizzled shared-memory stages, two K blocks ahead. Shared memory once held A's planes too:
  *    its traffic (the split's stores, six products reading both operands) kept the tensor cores
  *    half idle (2026-11-30 (s13) in docs/perf-notes.md). Operands given as planes are read (A) or
- *    copied by cp.async (B) instead of split.
+ *    copied by cp.async (B) instead of split; an A of bf16 values is its own h plane, and only the
+ *    three products of h run.
  *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
  *    fragments of planes stored to shared memory, one stage, the next K block in registers
- *    meanwhile; fp32 operands only.
+ *    meanwhile; reads fp32 values (and A's bf16 values), never planes.
  */
 #include "gemm_f32x3.h"
 
 #include <cuda_bf16.h>
 #include <limits.h>
+
+#include <array>
+#include <utility>
 
 #include "device_util.cuh"
 #include "flash_sm90.cuh" /* wgmma m64n128k16 */
@@ -48,6 +52,10 @@ __device__ __forceinline__ void split3(float x, uint32_t &h, uint32_t &m, uint32
 /* The bf16 pair (lo, hi) from two words holding bf16 bits in their high halves. */
 __device__ __forceinline__ uint32_t pack_hi(uint32_t lo, uint32_t hi) { return __byte_perm(lo, hi, 0x7632); }
 
+/* A value's fp32 bits: an fp32's own, a bf16's (its 16 bits) in the high half. */
+__device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ uint32_t bits(uint16_t x) { return (uint32_t)x << 16; }
+
 /* One operand's K block in registers: R rows (of M or N) x BK, read as groups of 4 elements
  * along the contiguous dimension (K when K_CONTIG), GROUPS a thread. */
 template <int R, int BK, bool K_CONTIG>
@@ -63,22 +71,30 @@ struct Loader {
     }
 
     /* The block at (r0, k0) of an operand stored with leading dimension ld, rows < rows,
-     * k < k_end. vec: 16-byte aligned groups (then a group is wholly inside or outside). */
-    __device__ __forceinline__ void load(const float *p, long ld, int r0, int rows, int k0, int k_end, bool vec) {
+     * k < k_end: fp32 values, or bf16 values (T = uint16_t, held as the fp32 they are). vec:
+     * aligned groups (16 or 8 bytes; then a group is wholly inside or outside). */
+    template <class T>
+    __device__ __forceinline__ void load(const T *p, long ld, int r0, int rows, int k0, int k_end, bool vec) {
+        constexpr bool BF16 = sizeof(T) == 2;
 #pragma unroll
         for (int i = 0; i < GROUPS; i++) {
             int r, k;
             at(i, r, k);
             r += r0, k += k0;
-            const float *q = p + (K_CONTIG ? (long)r * ld + k : (long)k * ld + r);
+            const T *q = p + (K_CONTIG ? (long)r * ld + k : (long)k * ld + r);
             if (vec && (K_CONTIG ? r < rows && k < k_end : k < k_end && r < rows)) {
-                const uint4 w = *reinterpret_cast<const uint4 *>(q);
-                v[i][0] = w.x, v[i][1] = w.y, v[i][2] = w.z, v[i][3] = w.w;
+                if constexpr (BF16) {
+                    const uint2 w = *reinterpret_cast<const uint2 *>(q);
+                    v[i][0] = w.x << 16, v[i][1] = w.x & 0xffff0000u, v[i][2] = w.y << 16, v[i][3] = w.y & 0xffff0000u;
+                } else {
+                    const uint4 w = *reinterpret_cast<const uint4 *>(q);
+                    v[i][0] = w.x, v[i][1] = w.y, v[i][2] = w.z, v[i][3] = w.w;
+                }
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const bool in = K_CONTIG ? r < rows && k + j < k_end : k < k_end && r + j < rows;
-                    v[i][j] = in && !vec ? __float_as_uint(q[j]) : 0u;
+                    v[i][j] = in && !vec ? bits(q[j]) : 0u;
                 }
             }
         }
@@ -252,13 +268,18 @@ __device__ __forceinline__ void wg_fill_b(const float *f, const uint16_t *pl, lo
     }
 }
 
+/* How A reaches the Hopper kernel: its fp32 values (split there), its three planes, or bf16 values
+ * (one plane: m and l are zero, so only the products of h run: three of the six). */
+enum AKind { A_F32 = 0, A_PLANES = 1, A_BF16 = 2 };
+
 /* A thread's part of A in one 16-wide k step, for wgmma's register operand (flash_sm90.cuh): pair i
  * (i < 4) holds row r + 8 (i & 1), columns c + 8 (i >> 1) and the one after (c = k + 2 (lane % 4)).
  * Read from the fp32 values (v[2 i + j], split when the step is multiplied) or from the planes
- * (v[4 p + i], plane p's pair, already bf16). A_T: A stored (K, M). */
-template <bool A_T, bool PL>
+ * (v[4 p + i], plane p's pair, already bf16; one plane for A_BF16). A_T: A stored (K, M). */
+template <bool A_T, int AK>
 struct AStep {
-    uint32_t v[PL ? 12 : 8];
+    static constexpr int NP = AK == A_PLANES ? 3 : 1; /* planes read (A_F32: none) */
+    uint32_t v[AK == A_F32 ? 8 : 4 * NP];
 
     /* fast: both rows and the whole K block inside, and (K-major) vec: no per-element tests, which cost more
      * instructions than the loads and the split */
@@ -269,9 +290,9 @@ struct AStep {
             for (int i = 0; i < 4; i++) {
                 const int row = r + 8 * (i & 1), col = c + 8 * (i >> 1);
                 const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
-                if constexpr (PL) {
+                if constexpr (AK != A_F32) {
 #pragma unroll
-                    for (int p = 0; p < 3; p++) {
+                    for (int p = 0; p < NP; p++) {
                         const uint16_t *q = pl + p * ps;
                         v[4 * p + i] = A_T ? (uint32_t)q[at0] | (uint32_t)q[at1] << 16
                                            : *reinterpret_cast<const uint32_t *>(q + at0);
@@ -290,9 +311,9 @@ struct AStep {
             const int row = r + 8 * (i & 1), col = c + 8 * (i >> 1);
             const bool in0 = row < rows && col < k_end, in1 = row < rows && col + 1 < k_end;
             const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
-            if constexpr (PL) {
+            if constexpr (AK != A_F32) {
 #pragma unroll
-                for (int p = 0; p < 3; p++) {
+                for (int p = 0; p < NP; p++) {
                     const uint16_t *q = pl + p * ps;
                     if (!A_T && vec && in1) /* ld and ps even, 16-byte aligned planes: the pair is one word */
                         v[4 * p + i] = *reinterpret_cast<const uint32_t *>(q + at0);
@@ -309,14 +330,15 @@ struct AStep {
         }
     }
 
-    /* the three planes' registers: a[p] for plane p (h, m, l) */
+    /* the planes' registers: a[p] for plane p (h, m, l; h only for A_BF16) */
     __device__ __forceinline__ void frag(uint32_t (&a)[3][4]) const {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if constexpr (PL) { /* a copy the compiler keeps: else the wgmma would read v, which the next load_a
-                                   rewrites while it runs, and ptxas serializes every wgmma to allow that */
+            if constexpr (AK != A_F32) { /* a copy the compiler keeps: else the wgmma would read v, which the next
+                                            load_a rewrites while it runs, and ptxas serializes every wgmma to allow
+                                            that */
 #pragma unroll
-                for (int p = 0; p < 3; p++) asm volatile("mov.b32 %0, %1;" : "=r"(a[p][i]) : "r"(v[4 * p + i]));
+                for (int p = 0; p < NP; p++) asm volatile("mov.b32 %0, %1;" : "=r"(a[p][i]) : "r"(v[4 * p + i]));
             } else {
                 uint32_t s0[3], s1[3];
                 split3(__uint_as_float(v[2 * i]), s0[0], s0[1], s0[2]);
@@ -354,14 +376,14 @@ struct WgPos {
     }
 };
 
-/* A_T: A stored (K, M); B_T: B stored (N, K); A_PL, B_PL: read that operand's planes. Persistent:
+/* A_T: A stored (K, M); B_T: B stored (N, K); AK: how A comes (AKind); B_PL: read B's planes. Persistent:
  * block b takes items b, b + gridDim.x, ...; their K blocks form one stream. Each thread reads
  * its part of A into registers ahead of use (RING k steps), and multiplies from registers
  * (wgmma's RS form): no shared-memory traffic for A. B goes through WG_STAGES shared-memory stages, copied
  * two K blocks ahead into the stage that K block t - 2 used: both warpgroups finished it before
  * the barrier of block t (each waits for its products two k steps back before the next step).
  * A finished tile's results go out while the next tile's first products run. WG_SMEM bytes. */
-template <bool A_T, bool B_T, bool A_PL, bool B_PL>
+template <bool A_T, bool B_T, int AK, bool B_PL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, int n_tiles, int m_tiles, int chunks,
                            const float *__restrict__ A, const float *__restrict__ B, float *C, float alpha, float beta,
@@ -383,8 +405,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = sum[i] = 0.0f;
     /* A's next RING k steps (their fp32 values, or the planes: 12 registers a step, so only two ahead) */
-    constexpr int RING = A_PL ? 2 : WG_STEPS;
-    AStep<A_T, A_PL> ring[RING];
+    constexpr int RING = AK == A_PLANES ? 2 : WG_STEPS;
+    AStep<A_T, AK> ring[RING];
     uint32_t fr[2][3][4]; /* the planes of the k step multiplied, and of the one before */
     WgPos cur(blockIdx.x, n_tiles, m_tiles, kc, K), pa = cur, pb = cur;
     auto load_a = [&](const WgPos &at, int s) { /* k step s of K block `at` into ring[s % RING] */
@@ -428,8 +450,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (m < M && n < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(C + (size_t)m * N + n));
             }
         }
-        /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h */
+        /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h; a bf16 A's m and l are
+         * zero, so its sums skip the first three (adding a zero product changes no accumulator's bits) */
         const int plane_a[6] = {2, 1, 1, 0, 0, 0}, plane_b[6] = {0, 1, 0, 2, 1, 0};
+        constexpr int FIRST = AK == A_BF16 ? 3 : 0;
 #pragma unroll
         for (int s = 0; s < WG_STEPS; s++) {
             mok_wgmma_wait<1>(); /* the products of two k steps back, which read fr[s & 1], are done */
@@ -438,7 +462,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             else if (pa.i < items) load_a(pa, s + RING - WG_STEPS);
             mok_wgmma_fence();
 #pragma unroll
-            for (int q = 0; q < 6; q++) {
+            for (int q = FIRST; q < 6; q++) {
                 const uint64_t db = mok_wgmma_desc(st + plane_b[q] * WG_TILE, lbo_b, 1024) + step_b * s;
                 flash_wgmma_rs<!B_T>(acc, fr[s & 1][plane_a[q]], db, 1);
             }
@@ -508,10 +532,11 @@ __device__ __forceinline__ void frag_b(uint32_t (&b)[4], const __nv_bfloat16 *pl
 }
 
 /* One block an SM: the second accumulator set takes it to ~160 registers a thread. */
-template <bool A_T, bool B_T>
+template <bool A_T, bool B_T, bool A_BF16>
 __global__ void __launch_bounds__(THREADS, 1)
-    gemm_f32x3_mma_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const float *__restrict__ B,
-                          float *C, float alpha, float beta, float *__restrict__ parts, bool vec_a, bool vec_b) {
+    gemm_f32x3_mma_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const uint16_t *__restrict__ A16,
+                          const float *__restrict__ B, float *C, float alpha, float beta, float *__restrict__ parts,
+                          bool vec_a, bool vec_b) {
     typedef MsPlane<MS_BM, !A_T> PA;
     typedef MsPlane<TILE_N, B_T> PB;
     __shared__ __align__(16) __nv_bfloat16 sa[3 * PA::SIZE], sb[3 * PB::SIZE];
@@ -522,7 +547,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     float acc[32] = {}, sum[32] = {}; /* acc[16 mt + 4 nt + e]: m16 tile mt, n8 tile nt */
     Loader<MS_BM, MS_BK, !A_T> la;
     Loader<TILE_N, MS_BK, B_T> lb;
-    la.load(A, lda, m0, M, k_begin, k_end, vec_a);
+    auto load_a = [&](int k0) {
+        if constexpr (A_BF16) la.load(A16, lda, m0, M, k0, k_end, vec_a);
+        else la.load(A, lda, m0, M, k0, k_end, vec_a);
+    };
+    load_a(k_begin);
     lb.load(B, ldb, n0, N, k_begin, k_end, vec_b);
     for (int k0 = k_begin; k0 < k_end; k0 += MS_BK) {
         __syncthreads(); /* the last block's fragments are read */
@@ -530,7 +559,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         ms_store<TILE_N, B_T>(lb, sb);
         __syncthreads();
         if (k0 + MS_BK < k_end) {
-            la.load(A, lda, m0, M, k0 + MS_BK, k_end, vec_a);
+            load_a(k0 + MS_BK);
             lb.load(B, ldb, n0, N, k0 + MS_BK, k_end, vec_b);
         }
 #pragma unroll
@@ -579,21 +608,24 @@ constexpr int RULE_TILE_M = 128; /* the chunk rule counts 128 x 128 tiles (eithe
 
 int chunk_len(int K, int S, int bk) { return ((K + S - 1) / S + bk - 1) / bk * bk; }
 
-typedef void (*MmaKernel)(int, int, int, int, const float *, const float *, float *, float, float, float *, bool,
-                          bool);
+typedef void (*MmaKernel)(int, int, int, int, const float *, const uint16_t *, const float *, float *, float, float,
+                          float *, bool, bool);
 typedef void (*Sm90Kernel)(int, int, int, int, int, int, int, const float *, const float *, float *, float, float,
                            float *, bool, bool, const uint16_t *, long, const uint16_t *, long);
 
-/* Variant I: bit 0 trans_a, 1 trans_b, 2 A's planes, 3 B's planes. */
+/* Hopper variant I: bit 0 trans_a, bit 1 trans_b, then 4 (A's AKind + 3 (B's planes)). */
+constexpr int SM90_VARIANTS = 4 * 3 * 2;
 template <int I> constexpr Sm90Kernel sm90_variant() {
-    return gemm_f32x3_sm90_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0>;
+    return gemm_f32x3_sm90_kernel<(I & 1) != 0, (I & 2) != 0, I / 4 % 3, I / 12 != 0>;
 }
-const Sm90Kernel sm90_kernels[16] = {
-    sm90_variant<0>(), sm90_variant<1>(), sm90_variant<2>(),  sm90_variant<3>(),  sm90_variant<4>(),  sm90_variant<5>(),
-    sm90_variant<6>(), sm90_variant<7>(), sm90_variant<8>(),  sm90_variant<9>(),  sm90_variant<10>(), sm90_variant<11>(),
-    sm90_variant<12>(), sm90_variant<13>(), sm90_variant<14>(), sm90_variant<15>()};
-const MmaKernel mma_kernels[4] = {gemm_f32x3_mma_kernel<false, false>, gemm_f32x3_mma_kernel<true, false>,
-                                  gemm_f32x3_mma_kernel<false, true>, gemm_f32x3_mma_kernel<true, true>};
+template <int... I> constexpr std::array<Sm90Kernel, sizeof...(I)> sm90_table(std::integer_sequence<int, I...>) {
+    return {sm90_variant<I>()...};
+}
+const std::array<Sm90Kernel, SM90_VARIANTS> sm90_kernels = sm90_table(std::make_integer_sequence<int, SM90_VARIANTS>());
+/* mma.sync variant I: bit 0 trans_a, bit 1 trans_b, bit 2 A given as bf16 values. */
+template <int I> constexpr MmaKernel mma_variant() { return gemm_f32x3_mma_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0>; }
+const MmaKernel mma_kernels[8] = {mma_variant<0>(), mma_variant<1>(), mma_variant<2>(), mma_variant<3>(),
+                                  mma_variant<4>(), mma_variant<5>(), mma_variant<6>(), mma_variant<7>()};
 
 bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0; }
 
@@ -604,6 +636,7 @@ struct DeviceInfo {
     bool known, wgmma;
     int sms;
     unsigned raised; /* bit v: variant v */
+    static_assert(SM90_VARIANTS <= 32, "a bit a variant");
 };
 constexpr int kMaxDevices = 64;
 DeviceInfo &device_info() {
@@ -689,22 +722,29 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
     if ((long)n_tiles * m_tiles * chunks > INT_MAX / 2 || n_tiles > 65535 || chunks > 65535)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: a %d x %d output in %d chunks is too large (internal)", M, N,
                  chunks);
+    if (B.f32 == NULL) mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: B without its fp32 values (internal)");
+    const bool a_bf16 = A.f32 == NULL;
     if (wg) {
-        /* planes: 16-byte chunks of 8 elements where the layout allows, else element by element */
+        /* planes (or bf16 values, one plane): 16-byte chunks of 8 elements where the layout allows, else element by
+         * element */
         const bool pa = A.planes != NULL, pb = B.planes != NULL;
         const bool va = pa ? lda % 8 == 0 && A.plane_stride % 8 == 0 && aligned(A.planes, 16)
                            : lda % 4 == 0 && aligned(A.f32, 16);
         const bool vb = pb ? ldb % 8 == 0 && B.plane_stride % 8 == 0 && aligned(B.planes, 16)
                            : ldb % 4 == 0 && aligned(B.f32, 16);
-        const int kv = v | (pa ? 4 : 0) | (pb ? 8 : 0), sms = sm90_ready(kv);
+        const int ak = a_bf16 ? A_BF16 : pa ? A_PLANES : A_F32;
+        const int kv = v + 4 * (ak + 3 * (pb ? 1 : 0)), sms = sm90_ready(kv);
         const long items = (long)n_tiles * m_tiles * chunks;
         sm90_kernels[kv]<<<(unsigned)(items < sms ? items : sms), THREADS, WG_SMEM, stream>>>(
             M, N, K, kc, n_tiles, m_tiles, chunks, A.f32, B.f32, C, alpha, beta, scratch, va, vb, A.planes,
             A.plane_stride, B.planes, B.plane_stride);
     } else {
-        const bool va = lda % 4 == 0 && aligned(A.f32, 16), vb = ldb % 4 == 0 && aligned(B.f32, 16);
+        /* groups of 4 elements: 16 bytes of fp32, 8 of bf16 */
+        const bool va = lda % 4 == 0 && (a_bf16 ? aligned(A.planes, 8) : aligned(A.f32, 16));
+        const bool vb = ldb % 4 == 0 && aligned(B.f32, 16);
         const dim3 grid((unsigned)m_tiles, (unsigned)n_tiles, (unsigned)chunks);
-        mma_kernels[v]<<<grid, THREADS, 0, stream>>>(M, N, K, kc, A.f32, B.f32, C, alpha, beta, scratch, va, vb);
+        mma_kernels[v + (a_bf16 ? 4 : 0)]<<<grid, THREADS, 0, stream>>>(M, N, K, kc, A.f32, (const uint16_t *)A.planes,
+                                                                         B.f32, C, alpha, beta, scratch, va, vb);
     }
     cudaCheckLaunch();
     if (chunks > 1) gpu_sum_partials_f32(C, scratch, (long)M * N, (long)M * N, chunks, beta, stream);

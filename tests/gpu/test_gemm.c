@@ -5,8 +5,9 @@
  * M or K changes from call to call (gemm_rm_dynamic), more problems than the plan table holds;
  * bitwise repeatable.
  * fp32 GEMMs on tensor cores (gemm_f32x3.h): the chunk rule and scratch bound, every layout
- * against a double reference in one and several chunks, and the fixed-order sum of the chunks'
- * partials bit for bit.
+ * against a double reference in one and several chunks, each way of giving the operands (fp32,
+ * planes, A's bf16 values) bit for bit the same, and the fixed-order sum of the chunks' partials
+ * bit for bit.
  */
 #include <math.h>
 #include <stdio.h>
@@ -296,12 +297,16 @@ static void reference_f64(float *C, const float *A, const float *B, int ta, int 
         }
 }
 
-/* Operand x (n values) on the device, `skew` elements off alignment, with its planes when
- * `planes` (gpu_split_f32x3, the same skew); bases[0..1] are what to free. */
-static GemmF32x3Operand f32x3_operand(const float *x, long n, int planes, int skew, void *bases[2]) {
-    const float *d = device_copy(x, n, GEMM_F32, skew, &bases[0]);
+/* How a test gives an operand: its fp32 values, with its planes too, or (A only) its bf16 values. */
+enum { OP_F32, OP_PLANES, OP_BF16 };
+
+/* Operand x (n values) on the device as `kind`, `skew` elements off alignment (the planes too,
+ * from gpu_split_f32x3); bases[0..1] are what to free. */
+static GemmF32x3Operand f32x3_operand(const float *x, long n, int kind, int skew, void *bases[2]) {
     bases[1] = NULL;
-    if (!planes) return (GemmF32x3Operand){d, NULL, 0};
+    if (kind == OP_BF16) return (GemmF32x3Operand){NULL, device_copy(x, n, GEMM_BF16, skew, &bases[0]), 0};
+    const float *d = device_copy(x, n, GEMM_F32, skew, &bases[0]);
+    if (kind == OP_F32) return (GemmF32x3Operand){d, NULL, 0};
     bf16_t *p = NULL;
     cudaCheck(cudaMalloc((void **)&p, (size_t)(3 * n + skew) * sizeof(bf16_t)));
     gpu_split_f32x3(p + skew, d, n, 0);
@@ -312,31 +317,35 @@ static GemmF32x3Operand f32x3_operand(const float *x, long n, int planes, int sk
 /* One GEMM in S chunks on kernel impl against the double reference, to fp32 accuracy (1e-5; a
  * single bf16 product would be near 3e-3), run twice from the same C: every element written (C
  * poisoned when beta == 0, the scratch always), the same bits both times; and with A's, B's and
- * both operands' planes given, the same bits again. skew moves every pointer off 16-byte
- * alignment (the element-by-element loads). */
-static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, float alpha, float beta, int skew) {
+ * both operands' planes given, the same bits again. a_bf16: A's values are bf16 ones, and A given
+ * as bf16 values (with B's fp32 values, then its planes) gives the same bits again. skew moves
+ * every pointer off alignment (the element-by-element loads). */
+static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, float alpha, float beta, int skew,
+                       int a_bf16) {
     const long mn = (long)M * N;
-    float *A = random_matrix((long)M * K, 0), *B = random_matrix((long)K * N, 0), *C0 = random_matrix(mn, 0);
+    float *A = random_matrix((long)M * K, a_bf16), *B = random_matrix((long)K * N, 0), *C0 = random_matrix(mn, 0);
     float *ref = malloc(sizeof(float) * (size_t)mn), *got[2], *other = malloc(sizeof(float) * (size_t)mn);
     memcpy(ref, C0, sizeof(float) * (size_t)mn);
     reference_f64(ref, A, B, ta, tb, M, N, K, alpha, beta);
     void *bc, *bases[2][2];
     float *scratch = gpu_poisoned((size_t)S * mn * sizeof(float));
     char what[128];
-    snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d",
-             impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew);
-    for (int run = 0; run < 5; run++) {
-        const int planes = run < 2 ? 0 : run - 1; /* bit 0: A's, bit 1: B's */
-        const GemmF32x3Operand dA = f32x3_operand(A, (long)M * K, planes & 1, skew, bases[0]);
-        const GemmF32x3Operand dB = f32x3_operand(B, (long)K * N, planes & 2, skew, bases[1]);
+    snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d%s",
+             impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew, a_bf16 ? " A bf16" : "");
+    for (int run = 0; run < (a_bf16 ? 7 : 5); run++) {
+        /* runs 2-4: bit 0 A's planes, bit 1 B's; runs 5-6: A's bf16 values, B's fp32 then its planes */
+        const int planes = run < 2 ? 0 : run < 5 ? run - 1 : run == 5 ? 0 : 2;
+        const int kind_a = run >= 5 ? OP_BF16 : planes & 1 ? OP_PLANES : OP_F32;
+        const GemmF32x3Operand dA = f32x3_operand(A, (long)M * K, kind_a, skew, bases[0]);
+        const GemmF32x3Operand dB = f32x3_operand(B, (long)K * N, planes & 2 ? OP_PLANES : OP_F32, skew, bases[1]);
         float *dC = device_copy(C0, mn, GEMM_F32, skew, &bc);
         if (beta == 0) cudaCheck(cudaMemset(dC, 0xff, sizeof(float) * (size_t)mn));
         gpu_gemm_f32x3_with(impl, ta, tb, M, N, K, dA, dB, dC, alpha, beta, S, scratch, 0);
         float *dst = run < 2 ? (got[run] = malloc(sizeof(float) * (size_t)mn)) : other;
         to_float(dst, dC, mn, GEMM_F32);
         if (run >= 2)
-            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0, "%s: planes %d give other bits", what,
-                      planes);
+            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0, "%s: run %d (planes %d, A %s) gives other bits",
+                      what, run, planes, kind_a == OP_BF16 ? "bf16" : kind_a == OP_PLANES ? "planes" : "fp32");
         cudaFree(bc);
         for (int o = 0; o < 2; o++) cudaFree(bases[o][0]), cudaFree(bases[o][1]);
     }
@@ -363,8 +372,8 @@ static void f32x3_identity_case(int impl, int which, int ta, int tb, int R, int 
             else want[(long)k * R + r] = tb ? X[(long)r * K + k] : X[(long)k * R + r];
         }
     void *bases[2][2];
-    const GemmF32x3Operand dX = f32x3_operand(X, rk, planes & 1, 0, bases[0]);
-    const GemmF32x3Operand dI = f32x3_operand(I, kk, planes & 2, 0, bases[1]);
+    const GemmF32x3Operand dX = f32x3_operand(X, rk, planes & 1 ? OP_PLANES : OP_F32, 0, bases[0]);
+    const GemmF32x3Operand dI = f32x3_operand(I, kk, planes & 2 ? OP_PLANES : OP_F32, 0, bases[1]);
     float *scratch = gpu_poisoned((size_t)S * rk * sizeof(float)), *dC = gpu_poisoned(sizeof(float) * (size_t)rk);
     if (which == 0) gpu_gemm_f32x3_with(impl, ta, tb, R, K, K, dX, dI, dC, 1.0f, 0.0f, S, scratch, 0);
     else gpu_gemm_f32x3_with(impl, ta, tb, K, R, K, dI, dX, dC, 1.0f, 0.0f, S, scratch, 0);
@@ -404,9 +413,11 @@ static void test_gemm_f32x3(void) {
     for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
         for (int i = 0; i < n_cases; i++) {
             const int *c = cases[i];
-            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0);
-            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0);
-            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0, 0);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0, 0);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1, 0);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0, 1);
+            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1, 1);
         }
 }
 
