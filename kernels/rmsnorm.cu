@@ -17,8 +17,7 @@ constexpr int kThreads = 256;
 
 template <int VEC>
 __global__ void __launch_bounds__(kThreads)
-    rmsnorm_forward_kernel(__nv_bfloat16 *out, float *out_f32, float *rstd, const float *x, const float *weight, int C,
-                           float eps) {
+    rmsnorm_forward_kernel(__nv_bfloat16 *out, float *rstd, const float *x, const float *weight, int C, float eps) {
     __shared__ float red[32];
     const long base = (long)blockIdx.x * C;
     const float *xr = x + base;
@@ -38,8 +37,7 @@ __global__ void __launch_bounds__(kThreads)
         load_f32<VEC>(w, weight + c);
 #pragma unroll
         for (int k = 0; k < VEC; k++) v[k] = v[k] * r * w[k];
-        if (out) store_bf16<VEC>(out + base + c, v);
-        if (out_f32) store_f32<VEC>(out_f32 + base + c, v);
+        store_bf16<VEC>(out + base + c, v);
     }
 }
 
@@ -176,16 +174,15 @@ void bwd_geometry(int N, int *rows_per_block, int *nblocks) {
 
 } // namespace
 
-extern "C" void gpu_rmsnorm_forward(bf16_t *out, float *out_f32, float *rstd, const float *x, const float *weight, int N,
-                                int C, float eps, cudaStream_t stream) {
+extern "C" void gpu_rmsnorm_forward(bf16_t *out, float *rstd, const float *x, const float *weight, int N, int C,
+                                    float eps, cudaStream_t stream) {
     if (N <= 0) return;
     __nv_bfloat16 *o = reinterpret_cast<__nv_bfloat16 *>(out);
-    const bool vec = C % 4 == 0 && aligned(x, 16) && aligned(weight, 16) && (!out || aligned(out, 8)) &&
-                     (!out_f32 || aligned(out_f32, 16));
+    const bool vec = C % 4 == 0 && aligned(x, 16) && aligned(weight, 16) && aligned(out, 8);
     if (vec)
-        rmsnorm_forward_kernel<4><<<N, kThreads, 0, stream>>>(o, out_f32, rstd, x, weight, C, eps);
+        rmsnorm_forward_kernel<4><<<N, kThreads, 0, stream>>>(o, rstd, x, weight, C, eps);
     else
-        rmsnorm_forward_kernel<1><<<N, kThreads, 0, stream>>>(o, out_f32, rstd, x, weight, C, eps);
+        rmsnorm_forward_kernel<1><<<N, kThreads, 0, stream>>>(o, rstd, x, weight, C, eps);
     cudaCheckLaunch();
 }
 

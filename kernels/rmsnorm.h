@@ -22,11 +22,10 @@ extern "C" {
 /* Row blocks of the backward's dweight reduction: the scratch holds one fp32 partial row per block. */
 #define RMSNORM_BWD_MAX_BLOCKS 512
 
-/* Forward, one block per row. Writes (overwrite) out bf16 (N, C) = bf16(x * rstd * weight) when
- * out != NULL, out_f32 fp32 (N, C) = the same values unrounded when out_f32 != NULL (either may be
- * NULL, not both), and rstd fp32 (N) (always; the backward needs it). eps as in the config. */
-void gpu_rmsnorm_forward(bf16_t *out, float *out_f32, float *rstd, const float *x, const float *weight, int N, int C,
-                     float eps, cudaStream_t stream);
+/* Forward, one block per row. Writes (overwrite) out bf16 (N, C) = bf16(x * rstd * weight) and
+ * rstd fp32 (N) (the backward needs it). eps as in the config. */
+void gpu_rmsnorm_forward(bf16_t *out, float *rstd, const float *x, const float *weight, int N, int C, float eps,
+                         cudaStream_t stream);
 
 /* Floats of scratch gpu_rmsnorm_backward needs for (N, C): nblocks * C with
  * nblocks = ceil(N / ceil(N / RMSNORM_BWD_MAX_BLOCKS)) <= min(N, RMSNORM_BWD_MAX_BLOCKS).

@@ -153,8 +153,8 @@ typedef struct {
     long n[T_COUNT];      /* elements of each weight on this rank */
     void *w[T_COUNT];     /* router fp32, the rest bf16 */
     float *g[T_COUNT];    /* fp32 gradients */
-    float *x, *dy, *y, *dx, *bias;
-    bf16_t *x_bf16; /* x as bf16: training hands the layer both (its norm writes both) */
+    float *dy, *y, *dx, *bias;
+    bf16_t *x; /* the layer's input, bf16 as training's norm writes it */
     MoeUnfusedActs a;
     MoeUnfusedWork work;
     size_t weight_bytes;
@@ -196,14 +196,13 @@ static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms
             gpu_moe_fill_bf16(L->w[t], L->n[t], seed * 16 + (unsigned)t, woff[t], wscale[t], 0.0f, s);
     }
     const size_t nx = (size_t)N * C;
-    cudaCheck(cudaMalloc((void **)&L->x, nx * sizeof(float) + 16));
+    cudaCheck(cudaMalloc((void **)&L->x, nx * sizeof(bf16_t) + 16));
     cudaCheck(cudaMalloc((void **)&L->dy, nx * sizeof(float) + 16));
     cudaCheck(cudaMalloc((void **)&L->y, nx * sizeof(float) + 16));
     cudaCheck(cudaMalloc((void **)&L->dx, nx * sizeof(float) + 16));
     cudaCheck(cudaMemsetAsync(L->dx, 0, nx * sizeof(float), s));
-    gpu_moe_fill_f32(L->x, (long)nx, seed * 16 + 8, tok0 * C, 1.0f, quant ? 1.0f / 16 : 0.0f, s);
-    cudaCheck(cudaMalloc((void **)&L->x_bf16, nx * sizeof(bf16_t) + 16));
-    gpu_cast_f32_to_bf16(L->x_bf16, L->x, (long)nx, s);
+    gpu_moe_fill_f32(L->y, (long)nx, seed * 16 + 8, tok0 * C, 1.0f, quant ? 1.0f / 16 : 0.0f, s); /* y: scratch */
+    gpu_cast_f32_to_bf16(L->x, L->y, (long)nx, s); /* exact where quantised (steps of 1/16 below 16) */
     gpu_moe_fill_f32(L->dy, (long)nx, seed * 16 + 9, tok0 * C, dy_scale, 0.0f, s);
     float *h_bias = NULL;
     if (routing != ROUTE_SCORED) {
@@ -226,7 +225,6 @@ static void layer_destroy(Layer *L) {
         cudaCheck(cudaFree(L->g[t]));
     }
     cudaCheck(cudaFree(L->x));
-    cudaCheck(cudaFree(L->x_bf16));
     cudaCheck(cudaFree(L->dy));
     cudaCheck(cudaFree(L->y));
     cudaCheck(cudaFree(L->dx));
@@ -245,7 +243,7 @@ static MoeGpuWeights layer_weights(const Layer *L) {
 
 static void layer_forward(Layer *L, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
-    moe_unfused_forward(L->y, NULL, &L->a, &L->work, L->x, L->x_bf16, &w, L->bias, L->N, s);
+    moe_unfused_forward(L->y, NULL, &L->a, &L->work, L->x, &w, L->bias, L->N, s);
 }
 
 /* overwrite: the routed experts' gradients written, as in the first (or only) micro-batch of a
@@ -254,7 +252,7 @@ static void layer_backward(Layer *L, double daux, int overwrite, cudaStream_t s)
     MoeGpuWeights w = layer_weights(L);
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], L->g[T_SGATE], L->g[T_SUP],
                      L->g[T_SDOWN], overwrite};
-    moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, L->x_bf16, &w, L->N, s);
+    moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, &w, L->N, s);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -325,8 +323,8 @@ typedef struct {
 
 static void mok_step(const MokStep *t, int backward) {
     Layer *L = t->L;
-    moe_mok_forward(L->y, NULL, t->m, t->sv, L->x, L->x_bf16, &t->w, L->bias, L->N, t->s);
-    if (backward) moe_mok_backward(L->dx, &t->g, L->dy, t->daux, t->sv, t->m, L->x, L->x_bf16, &t->w, L->N, t->s);
+    moe_mok_forward(L->y, NULL, t->m, t->sv, L->x, &t->w, L->bias, L->N, t->s);
+    if (backward) moe_mok_backward(L->dx, &t->g, L->dy, t->daux, t->sv, t->m, L->x, &t->w, L->N, t->s);
 }
 
 /* Ends the capture begun on s (global mode: any call that cannot be captured fails it) and
@@ -363,7 +361,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    moe_mok_forward(L->y, NULL, m, NULL, L->x, L->x_bf16, &t.w, L->bias, L->N, s);
+    moe_mok_forward(L->y, NULL, m, NULL, L->x, &t.w, L->bias, L->N, s);
     moe_mok_sync(m, s); /* a watchdog record surfaces here */
     double *tm[MOK_T_COUNT];
     for (int i = 0; i < MOK_T_COUNT; i++) tm[i] = callocCheck((size_t)args->iters, sizeof(double));
@@ -502,7 +500,7 @@ static void cpu_check(double err[4], const Layer *one, const float *y_one, const
         const MoeWeights cw = {w[T_ROUTER], w[T_GATE], w[T_UP], w[T_DOWN], S ? w[T_SGATE] : NULL,
                                S ? w[T_SUP] : NULL, S ? w[T_SDOWN] : NULL};
         const long n_all = (long)one->N * g->C, slots = (long)one->N * g->k;
-        float *x = fetch(one->x, n_all), *bias = one->bias ? fetch(one->bias, g->E) : NULL;
+        float *x = fetch_bf16(one->x, n_all, s), *bias = one->bias ? fetch(one->bias, g->E) : NULL;
         float *y = mallocCheck((size_t)n_all * sizeof(float));
         MoeActs a;
         moe_acts_alloc(&a, &d, one->N);
@@ -580,8 +578,8 @@ static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const 
         MoeGpuGrads gg = {g[r][T_ROUTER], g[r][T_GATE], g[r][T_UP], g[r][T_DOWN], S ? g[r][T_SGATE] : NULL,
                           S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL, 0};
         if (r == 1) cudaCheck(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        moe_mok_forward(y, NULL, m, &sv, ep->x, NULL, &w, ep->bias, ep->N, s);
-        moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, NULL, &w, ep->N, s);
+        moe_mok_forward(y, NULL, m, &sv, ep->x, &w, ep->bias, ep->N, s);
+        moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, &w, ep->N, s);
         cudaGraphExec_t graph = r == 1 ? capture_end(s) : NULL;
         if (graph) cudaCheck(cudaGraphLaunch(graph, s));
         moe_mok_sync(m, s);
@@ -659,7 +657,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         float *ym;
         cudaCheck(cudaMalloc((void **)&ym, (size_t)nx * sizeof(float) + 16));
         cudaCheck(cudaMemsetAsync(ym, 0xff, (size_t)nx * sizeof(float), s)); /* before the forward writes it */
-        moe_mok_forward(ym, NULL, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_forward(ym, NULL, &m, NULL, ep.x, &w, ep.bias, N, s);
         const double aux = moe_mok_aux_loss(&m, s);
         y3 = fetch(ym, nx);
         long nan = 0;
@@ -671,7 +669,7 @@ static int run_check(const BenchArgs *args, const MoeGpuDims *d_ep, int N, const
         mok_err[1] = (double)badm;
         mok_err[2] = fabs(aux - one.a.aux_loss) / (fabs(one.a.aux_loss) > 0 ? fabs(one.a.aux_loss) : 1.0);
         /* a second forward must give the same bits */
-        moe_mok_forward(ym, NULL, &m, NULL, ep.x, NULL, &w, ep.bias, N, s);
+        moe_mok_forward(ym, NULL, &m, NULL, ep.x, &w, ep.bias, N, s);
         moe_mok_sync(&m, s);
         float *y4 = fetch(ym, nx);
         if (memcmp(y3, y4, (size_t)nx * sizeof(float))) mok_err[0] = 1e30;

@@ -64,7 +64,7 @@ static int head_chunk_rows(int N, int V) {
 }
 
 typedef struct {
-    float *x_in, *rstd1, *x_mid, *rstd2, *ln2_f32;
+    float *x_in, *rstd1, *x_mid, *rstd2;
     bf16_t *ln1, *q, *k, *v, *atty, *ln2, *g, *u, *h;
     void *attn_saved; /* the attention forward's state for its backward (attention_saved_bytes) */
 } LayerActs;
@@ -187,9 +187,7 @@ static void plan_layer(GpuModel *g, int l) {
     PLAN("x_mid", MEM_ACTIVATIONS, N * C, float, &a->x_mid);
     PLAN("ln2", MEM_ACTIVATIONS, N * C, bf16_t, &a->ln2);
     PLAN("rstd2", MEM_ACTIVATIONS, N, float, &a->rstd2);
-    if (is_moe(g, l)) {
-        PLAN("ln2_f32", MEM_ACTIVATIONS, N * C, float, &a->ln2_f32);
-    } else {
+    if (!is_moe(g, l)) {
         size_t I = (size_t)d->I;
         PLAN("g", MEM_ACTIVATIONS, N * I, bf16_t, &a->g);
         PLAN("u", MEM_ACTIVATIONS, N * I, bf16_t, &a->u);
@@ -518,7 +516,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     float *x_next = l + 1 < d->L ? g->layers[l + 1].x_in : g->x_final;
     cudaStream_t s = g->stream;
     mark(g, STEP_ATTENTION, "attn norm");
-    gpu_rmsnorm_forward(a->ln1, NULL, a->rstd1, a->x_in, W32(o->attn_norm), N, C, (float)d->eps, s);
+    gpu_rmsnorm_forward(a->ln1, a->rstd1, a->x_in, W32(o->attn_norm), N, C, (float)d->eps, s);
     mark(g, STEP_ATTENTION, "q k proj, rope");
     if (g->qk_rope_fused) { /* bench attn measures both ways */
         gemm_sm90_rope(a->q, a->ln1, W16(o->wq), N, QD, C, g->rope_table, g->T, d->D, s);
@@ -537,7 +535,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     gemm_rm_out(g->blas, 0, 0, N, C, QD, a->atty, GEMM_BF16, W16(o->wo), GEMM_BF16, a->x_in, a->x_mid, 1, 1);
 
     mark(g, STEP_DENSE, "ffn norm");
-    gpu_rmsnorm_forward(a->ln2, a->ln2_f32, a->rstd2, a->x_mid, W32(o->ffn_norm), N, C, (float)d->eps, s);
+    gpu_rmsnorm_forward(a->ln2, a->rstd2, a->x_mid, W32(o->ffn_norm), N, C, (float)d->eps, s);
     if (!is_moe(g, l)) {
         mark(g, STEP_DENSE, "dense ffn fwd");
         gemm_rm(g->blas, 0, 0, N, d->I, C, a->ln2, GEMM_BF16, W16(o->w_gate), GEMM_BF16, a->g, GEMM_BF16, 1, 0);
@@ -551,12 +549,12 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     double aux = 0;
     mark(g, STEP_MOE, "moe fwd"); /* x_next = x_mid + the layer's output, added in its combine */
     if (!g->moe_mok) {
-        moe_unfused_forward(x_next, a->x_mid, &g->moe_acts[l], &g->moe_work, a->ln2_f32, a->ln2, &w, bias, N, s);
+        moe_unfused_forward(x_next, a->x_mid, &g->moe_acts[l], &g->moe_work, a->ln2, &w, bias, N, s);
         aux = g->moe_acts[l].aux_loss;
     } else if (with_grad) { /* aux loss and load reach the host with the step's loss (moe_tally) */
-        moe_mok_forward(x_next, a->x_mid, g->moe_mok, &g->moe_saved[l], a->ln2_f32, a->ln2, &w, bias, N, s);
+        moe_mok_forward(x_next, a->x_mid, g->moe_mok, &g->moe_saved[l], a->ln2, &w, bias, N, s);
     } else {
-        moe_mok_forward(x_next, a->x_mid, g->moe_mok, NULL, a->ln2_f32, a->ln2, &w, bias, N, s);
+        moe_mok_forward(x_next, a->x_mid, g->moe_mok, NULL, a->ln2, &w, bias, N, s);
         aux = moe_mok_aux_loss(g->moe_mok, s);
     }
     return aux;
@@ -600,7 +598,7 @@ static void head_forward(GpuModel *g, int with_grad, float dloss_scale) {
     const int N = g->N, C = d->C, V = d->V;
     cudaStream_t s = g->stream;
     mark(g, STEP_DENSE, "final norm");
-    gpu_rmsnorm_forward(g->lnf, NULL, g->rstdf, g->x_final, W32(g->t->final_norm), N, C, (float)d->eps, s);
+    gpu_rmsnorm_forward(g->lnf, g->rstdf, g->x_final, W32(g->t->final_norm), N, C, (float)d->eps, s);
     int pass0 = 0; /* the first row of the backward pass being gathered */
     for (int r0 = 0; r0 < N; r0 += g->head_rows) {
         int R = N - r0 < g->head_rows ? N - r0 : g->head_rows;
@@ -769,11 +767,11 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
         MoeGpuGrads gr = moe_grads(g, o);
         cudaCheck(cudaMemsetAsync(g->dln, 0, sizeof(float) * (size_t)NC, s));
         if (g->moe_mok)
-            moe_mok_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_saved[l], g->moe_mok, a->ln2_f32,
-                             a->ln2, &w, N, s);
+            moe_mok_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_saved[l], g->moe_mok, a->ln2, &w,
+                             N, s);
         else
-            moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work,
-                                 a->ln2_f32, a->ln2, &w, N, s);
+            moe_unfused_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_acts[l], &g->moe_work, a->ln2,
+                                 &w, N, s);
     }
     mark(g, STEP_DENSE, "ffn norm bwd"); /* d x_mid, and its bf16 copy for the attention's products */
     gpu_rmsnorm_backward(g->dres, g->dres_bf16, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm),

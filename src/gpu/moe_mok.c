@@ -85,7 +85,6 @@ static void layout(GpuBufList *l, MoeMok *m, const MoeGpuDims *d, int N) {
     gpu_buf_add(l, &m->dpg, R * I * 2);
     gpu_buf_add(l, &m->dpu, R * I * 2);
     gpu_buf_add(l, &m->dgates, T * k * 4);
-    gpu_buf_add(l, &m->x_bf16, T * C * 2);
 }
 
 /* The tile this process uses: MOKC_MOK_TILE=simple|mma|wgmma, else wgmma where it runs, else mma. */
@@ -465,9 +464,8 @@ void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch) {
  * Forward
  * ---------------------------------------------------------------------------------------------- */
 
-void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv, const float *x,
-                     const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
-                     cudaStream_t stream) {
+void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv, const bf16_t *x,
+                     const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream) {
     const MoeGpuDims *d = &m->d;
     if (N < 0 || N > m->N_max)
         mokc_die(MOKC_EXIT_RUNTIME, "size the MoE buffers for the largest micro-batch",
@@ -485,14 +483,8 @@ void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv
     moe_mok_phase_mark(m, 0, stream);
 
     /* 1. x rows into the window; routing; this rank's counts; the aux statistic */
-    if (x_bf16) {
-        if (N > 0)
-            cudaCheck(cudaMemcpyAsync(m->win_x, x_bf16, (size_t)N * C * sizeof(bf16_t), cudaMemcpyDeviceToDevice,
-                                      stream));
-    } else {
-        gpu_cast_f32_to_bf16(m->win_x, x, (long)N * C, stream);
-    }
-    x_bf16 = m->win_x;
+    if (N > 0)
+        cudaCheck(cudaMemcpyAsync(m->win_x, x, (size_t)N * C * sizeof(bf16_t), cudaMemcpyDeviceToDevice, stream));
     moe_router_forward(m->logits, x, wt->router, N, C, E, m->router_scratch, stream);
     moe_mok_phase_mark(m, 1, stream);
     cudaCheck(cudaMemsetAsync(m->fail, 0, sizeof(int), stream));
@@ -574,7 +566,7 @@ void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv
     moe_mok_phase_mark(m, 6, stream);
 
     /* 6. shared experts, combine */
-    moe_shared_forward(m->blas, y, st.s_gate, st.s_up, x_bf16, wt, &m->shared, N, C, SI, stream);
+    moe_shared_forward(m->blas, y, st.s_gate, st.s_up, x, wt, &m->shared, N, C, SI, stream);
     gpu_moe_combine(y, win_y, st.gates, m->slot_iota, N, k, C, SI > 0, residual, stream);
     moe_mok_phase_mark(m, 7, stream);
     if (sv) {

@@ -113,7 +113,7 @@ typedef struct {
     float *barrier;
     MoeSharedScratch shared;
     /* the backward's scratch */
-    bf16_t *dyr, *dpg, *dpu, *x_bf16;
+    bf16_t *dyr, *dpg, *dpu;
     float *dgates;
     /* host */
     MokError *err_host, *err_dev;
@@ -184,16 +184,15 @@ void moe_mok_set_group_mt(MoeMok *m, int group_mt);
 /* Watchdog budget (seconds) and the skip-dispatch debug switch (this rank). */
 void moe_mok_set_debug(MoeMok *m, double budget_s, int skip_dispatch);
 
-/* y (N, C) fp32 = MoE(x), overwritten, + residual where not NULL (as moe_unfused_forward); x (N, C) fp32 for the
- * router, x_bf16 the same rounded or NULL; expert_bias (E) or NULL. sv: where to keep the state for
+/* y (N, C) fp32 = MoE(x), overwritten, + residual where not NULL (as moe_unfused_forward); x (N, C) bf16, copied
+ * into the window; expert_bias (E) or NULL. sv: where to keep the state for
  * moe_mok_backward (NULL: a forward only, its routing and rows in the layer's own m->st, the gate/up
  * pre-activations not stored). Every EP rank calls it together with the same N. No host synchronisation: it can be
  * captured in a CUDA graph (with phase timing off), which replays it with the pointers, N and sv it
  * was captured with; so can moe_mok_backward (tests/gpu/test_mok.c: test_mok_graph).
  * After it: the state's topk, gates, counts, stat_counts and m->aux (device). */
-void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv, const float *x,
-                     const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
-                     cudaStream_t stream);
+void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv, const bf16_t *x,
+                     const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
 
 /* The backward of the forward kept in sv (the wgmma tile: sm_90a), same contract as
  * moe_unfused_backward: given dy (N, C) fp32 and daux, ADDS dx (N, C) fp32 and every weight
@@ -204,7 +203,7 @@ void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv
  * experts' weight gradients; a barrier; dx += the fixed-order sum of the rows over j; the router.
  * No host synchronisation. Every EP rank calls it together. (src/gpu/moe_mok_backward.c) */
 void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeMokSaved *sv, MoeMok *m,
-                      const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream);
+                      const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream);
 
 /* Synchronises the stream; on a kernel error prints the watchdog record (if any) and exits
  * non-zero; dies as the unfused layer on non-finite router scores. */

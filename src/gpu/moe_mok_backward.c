@@ -17,7 +17,7 @@
 #include "gpu/moe_router.h"
 
 void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeMokSaved *sv, MoeMok *m,
-                      const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
+                      const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
     const MoeGpuDims *d = &m->d;
     if (m->tile != MOK_TILE_WGMMA)
         mokc_die(MOKC_EXIT_RUNTIME, "use moe_impl \"unfused\" on this GPU and build",
@@ -30,10 +30,6 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     bf16_t *win_y = moe_mok_win_y(m, sv);
     cublasCheck(cublasSetStream(m->blas, stream));
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 0, stream);
-    if (!x_bf16) {
-        gpu_cast_f32_to_bf16(m->x_bf16, x, (long)N * C, stream);
-        x_bf16 = m->x_bf16;
-    }
 
     /* dy's bf16 rows and the slots' gates into the window (the owners pull and scale them); the
      * gate gradients from the expert outputs still in this layer's combine slots */
@@ -42,7 +38,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
         cudaCheck(cudaMemcpyAsync(m->win_gates, st->gates, (size_t)N * k * sizeof(float), cudaMemcpyDeviceToDevice,
                                   stream));
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 1, stream);
-    moe_shared_backward(m->blas, dx, g, m->win_dy, x_bf16, wt, st->s_gate, st->s_up, &m->shared, N, C,
+    moe_shared_backward(m->blas, dx, g, m->win_dy, x, wt, st->s_gate, st->s_up, &m->shared, N, C,
                         d->n_shared * d->I, stream);
     /* every rank's dy rows and gates are written and its gate gradients read its combine slots:
      * the kernel may pull the former and push dx rows over the latter */

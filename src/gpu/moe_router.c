@@ -31,6 +31,9 @@ static GemmF32x3Operand split(const float *x, bf16_t *p, long n, cudaStream_t st
     return (GemmF32x3Operand){x, p, n};
 }
 
+/* x's bf16 values as A (gemm_f32x3.h). */
+static GemmF32x3Operand bf16_operand(const bf16_t *x) { return (GemmF32x3Operand){NULL, x, 0}; }
+
 /* One GEMM with the chunk rule on this GPU. */
 static void router_gemm(int ta, int tb, int M, int N, int K, GemmF32x3Operand A, GemmF32x3Operand B, float *C,
                         float beta, char *scratch, cudaStream_t stream) {
@@ -38,20 +41,20 @@ static void router_gemm(int ta, int tb, int M, int N, int K, GemmF32x3Operand A,
     gpu_gemm_f32x3(ta, tb, M, N, K, A, B, C, 1.0f, beta, S, (float *)scratch, stream);
 }
 
-void moe_router_forward(float *logits, const float *x, const float *router, int N, int C, int E, void *scratch,
+void moe_router_forward(float *logits, const bf16_t *x, const float *router, int N, int C, int E, void *scratch,
                         cudaStream_t stream) {
     char *s = scratch;
     const GemmF32x3Operand r = split(router, (bf16_t *)(s + partial_bytes()), (long)C * E, stream);
-    router_gemm(0, 0, N, E, C, (GemmF32x3Operand){x, NULL, 0}, r, logits, 0.0f, s, stream);
+    router_gemm(0, 0, N, E, C, bf16_operand(x), r, logits, 0.0f, s, stream);
 }
 
-void moe_router_backward(float *g_router, float *dx, const float *dlogits, const float *x, const float *router, int N,
+void moe_router_backward(float *g_router, float *dx, const float *dlogits, const bf16_t *x, const float *router, int N,
                          int C, int E, void *scratch, cudaStream_t stream) {
     if (N == 0) return;
     char *s = scratch;
     const GemmF32x3Operand r = split(router, (bf16_t *)(s + partial_bytes()), (long)C * E, stream);
     const GemmF32x3Operand dl =
         split(dlogits, (bf16_t *)(s + partial_bytes() + router_plane_bytes(C, E)), (long)N * E, stream);
-    router_gemm(1, 0, C, E, N, (GemmF32x3Operand){x, NULL, 0}, dl, g_router, 1.0f, s, stream);
+    router_gemm(1, 0, C, E, N, bf16_operand(x), dl, g_router, 1.0f, s, stream);
     router_gemm(0, 1, N, C, E, dl, r, dx, 1.0f, s, stream);
 }

@@ -102,7 +102,6 @@ static void work_layout(GpuBufList *l, MoeUnfusedWork *w, const MoeGpuDims *d, i
     gpu_buf_add(l, &w->chunk_counts, (size_t)gpu_moe_plan_chunks((long)N * d->k) * E * 4);
     gpu_buf_add(l, &w->slot_rank, T * k * 4);
     gpu_buf_add(l, &w->recv_counts, E * 4);
-    gpu_buf_add(l, &w->x_bf16, T * C * 2);
     gpu_buf_add(l, &w->xe, T * k * C * 2);
     gpu_buf_add(l, &w->h, R * I * 2);
     moe_shared_scratch_add(l, &w->shared, T, SI);
@@ -300,18 +299,13 @@ static void check_call(const MoeUnfusedActs *a, const MoeUnfusedWork *w, int N, 
                  "%s: %d tokens but the buffers hold %d", who, N, a->N_max < w->N_max ? a->N_max : w->N_max);
 }
 
-void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x,
-                         const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
-                         cudaStream_t stream) {
+void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const bf16_t *x,
+                         const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream) {
     check_call(a, w, N, "moe_unfused_forward");
     const MoeGpuDims *d = &w->d;
     const int C = d->C, E = d->E, k = d->k, I = d->I, SI = d->n_shared * d->I, ep = d->ep, El = E / ep;
     const long nslots = (long)N * k;
     cublasCheck(cublasSetStream(w->blas, stream));
-    if (!x_bf16) {
-        gpu_cast_f32_to_bf16(w->x_bf16, x, (long)N * C, stream);
-        x_bf16 = w->x_bf16;
-    }
 
     /* 1. router and routing */
     moe_router_forward(w->logits, x, wt->router, N, C, E, w->router_scratch, stream);
@@ -363,7 +357,7 @@ void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, Moe
 
     /* 6. dispatch: rows in expert order, then (ep > 1) to the owners, regrouped by local expert */
     bf16_t *xe = ep > 1 ? w->xe : a->xr; /* ep == 1: the owner rows are the dispatched rows */
-    gpu_moe_gather_rows(xe, x_bf16, a->row_slot, k, nslots, C, stream);
+    gpu_moe_gather_rows(xe, x, a->row_slot, k, nslots, C, stream);
     if (ep > 1) {
         exchange_rows(w->xe, w->stage, a, w, 1, stream);
         gpu_moe_regroup_rows(a->xr, w->stage, a->seg, a->seg + E + 1, E, a->rows_in, C, 1, stream);
@@ -395,7 +389,7 @@ void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, Moe
     }
 
     /* 9. shared experts, 10. combine */
-    moe_shared_forward(w->blas, y, a->s_gate, a->s_up, x_bf16, wt, &w->shared, N, C, SI, stream);
+    moe_shared_forward(w->blas, y, a->s_gate, a->s_up, x, wt, &w->shared, N, C, SI, stream);
     gpu_moe_combine(y, a->ye, a->gates, a->slot_row, N, k, C, SI > 0, residual, stream);
 }
 
@@ -404,8 +398,7 @@ void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, Moe
  * ---------------------------------------------------------------------------------------------- */
 
 void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeUnfusedActs *a,
-                          MoeUnfusedWork *w, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N,
-                          cudaStream_t stream) {
+                          MoeUnfusedWork *w, const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
     check_call(a, w, N, "moe_unfused_backward");
     if (a->N != N)
         mokc_die(MOKC_EXIT_RUNTIME, "call the MoE backward after its forward, with the same tokens",
@@ -413,17 +406,13 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
     const MoeGpuDims *d = &w->d;
     const int C = d->C, E = d->E, k = d->k, I = d->I, SI = d->n_shared * d->I, ep = d->ep, El = E / ep;
     cublasCheck(cublasSetStream(w->blas, stream));
-    if (!x_bf16) {
-        gpu_cast_f32_to_bf16(w->x_bf16, x, (long)N * C, stream);
-        x_bf16 = w->x_bf16;
-    }
 
     /* 4'. combine: dye rows in expert order, dgates; dy's bf16 rows for the shared experts */
     gpu_moe_combine_backward(w->dye, SI > 0 ? w->dy_bf16 : NULL, w->dgates, dy, a->ye, a->gates, a->slot_row, N, k, C,
                              stream);
 
     /* shared experts */
-    moe_shared_backward(w->blas, dx, g, w->dy_bf16, x_bf16, wt, a->s_gate, a->s_up, &w->shared, N, C, SI, stream);
+    moe_shared_backward(w->blas, dx, g, w->dy_bf16, x, wt, a->s_gate, a->s_up, &w->shared, N, C, SI, stream);
 
     /* dy rows to the owners */
     bf16_t *dyr = w->dye;

@@ -3,8 +3,8 @@
  * megakernel must match and beat. It computes the function of the CPU reference (src/cpu/moe.h:
  * router, scores, top-k with ties to the lower id, gates, routed SwiGLU experts, shared experts as
  * one SwiGLU of width S*I, the fixed-order combine, the Switch aux loss over the stats group) with
- * the numerics of DESIGN.md: fp32 router GEMM, scores, gates and statistics; bf16 into every other
- * GEMM with fp32 accumulation; fp32 output and gradients; no floating-point atomics anywhere.
+ * the numerics of DESIGN.md: bf16 activations into every GEMM with fp32 accumulation (the router's
+ * weights, logits, scores, gates and statistics fp32); fp32 output and gradients; no floating-point atomics anywhere.
  *
  * Forward, in order on one stream:
  *   1. logits = x @ router (fp32 on tensor cores, split-K: src/gpu/moe_router.h); scores, top-k, gates
@@ -40,7 +40,7 @@
  *   acts = 4TE (scores) + 12Tk (topk, gates, slot_row) + 4Tk (row_slot) + 16E + 4 + 4(2nseg+1)
  *        + 2RC (xr) + 4RI (pre_gate, pre_up) + 2TkC (ye) + 4T*SI (s_gate, s_up)
  *   work = 4TE (logits / dlogits) + 8T + 8*ceil(T/256)*E + 8E + 12 + 4*ceil(Tk/1024)*E + 4Tk + 4E
- *        + 2TC (x bf16) + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (shared.h)
+ *        + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (shared.h)
  *        + 4Tk (dgates) + 2TkC (dye) + 4RI (dh) + 4RI (dpg, dpu) + 4RC (dxr)
  *        + 2TC (dy bf16) + 4T*SI (shared.dh) + 4T*SI (shared.dgate, shared.dup)
  *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (64 MiB + 6CE + 6TE)
@@ -156,7 +156,6 @@ typedef struct {
     int *chunk_counts;       /* (ceil(N*k/1024), E) */
     int *slot_rank;          /* (N*k) */
     int *recv_counts;        /* (E) */
-    bf16_t *x_bf16;          /* (N, C) x rounded, when the caller gives none */
     bf16_t *xe;              /* (N*k, C) ep > 1: dispatched rows; backward: dx rows back */
     bf16_t *h;               /* (R_max, I) SwiGLU output (recomputed in the backward) */
     MoeSharedScratch shared; /* (N, S*I) each */
@@ -193,19 +192,15 @@ void moe_unfused_work_create(MoeUnfusedWork *w, const MoeGpuDims *d, int N_max, 
 void moe_unfused_work_destroy(MoeUnfusedWork *w);
 
 /* y (N, C) fp32 = MoE(x), overwritten, + residual (N, C) fp32 where not NULL (the residual stream's add, in the
- * combine's pass; residual is not y). x (N, C) fp32 feeds the router; x_bf16 (N, C) is the same activation
- * rounded to bf16 for the expert GEMMs, or NULL (the layer rounds x itself). expert_bias (E) fp32 or NULL:
- * selection only. Fills a (saved activations, counts, aux_loss on the host). Synchronises `stream` once (see
- * above). */
-void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const float *x,
-                         const bf16_t *x_bf16, const MoeGpuWeights *wt, const float *expert_bias, int N,
-                         cudaStream_t stream);
+ * combine's pass; residual is not y). x (N, C) bf16 feeds the router and the experts. expert_bias (E) fp32 or
+ * NULL: selection only. Fills a (saved activations, counts, aux_loss on the host). Synchronises `stream` once
+ * (see above). */
+void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const bf16_t *x,
+                         const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
 
 /* Given dy (N, C) fp32 and daux (the aux loss's weight in the total loss), ADDS dx (N, C) fp32 and
- * every weight gradient into g. x, x_bf16 as in the forward (x_bf16 may be NULL). N must be the
- * forward's. No host synchronisation. */
+ * every weight gradient into g. x as in the forward. N must be the forward's. No host synchronisation. */
 void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeUnfusedActs *a,
-                          MoeUnfusedWork *w, const float *x, const bf16_t *x_bf16, const MoeGpuWeights *wt, int N,
-                          cudaStream_t stream);
+                          MoeUnfusedWork *w, const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream);
 
 #endif

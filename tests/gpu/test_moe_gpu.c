@@ -44,7 +44,6 @@ typedef struct {
     int N, N_max, C, E, k, I, S, sigmoid, norm_topk;
     double scaling;
     int bias_mode;
-    int give_bf16; /* pass x_bf16 to the layer instead of letting it round x */
     double daux;
     uint64_t seed;
 } Shape;
@@ -127,17 +126,16 @@ static void gpu_out_free(GpuOut *o) {
 /* Device copies of the case's inputs (weights, x, bias) shared by the runs. */
 typedef struct {
     void *w[W_COUNT];
-    float *x, *dy, *bias;
-    bf16_t *x_bf16;
+    float *dy, *bias;
+    bf16_t *x;
 } Dev;
 
 static void dev_init(Dev *g, const Case *t) {
     const long nx = (long)t->s.N * t->s.C;
     moe_ref_upload(g->w, &t->w);
-    g->x = gpu_upload(t->x, (size_t)nx * sizeof(float));
+    g->x = gpu_upload_bf16(t->x, nx);
     g->dy = gpu_upload(t->dy, (size_t)nx * sizeof(float));
     g->bias = t->bias ? gpu_upload(t->bias, (size_t)t->s.E * sizeof(float)) : NULL;
-    g->x_bf16 = gpu_upload_bf16(t->x, nx);
 }
 
 static void dev_free(Dev *g) {
@@ -145,7 +143,6 @@ static void dev_free(Dev *g) {
     cudaCheck(cudaFree(g->x));
     cudaCheck(cudaFree(g->dy));
     if (g->bias) cudaCheck(cudaFree(g->bias));
-    cudaCheck(cudaFree(g->x_bf16));
 }
 
 static void *download(const void *dev, size_t bytes) {
@@ -173,11 +170,10 @@ static void gpu_run(GpuOut *o, const Case *t, const Dev *g, MoeUnfusedActs *a, M
 
     MoeGpuWeights wt = moe_ref_gpu_weights(g->w, t->s.S);
     MoeGpuGrads gr = {gw[W_ROUTER], gw[W_GATE], gw[W_UP], gw[W_DOWN], gw[W_SGATE], gw[W_SUP], gw[W_SDOWN], 0};
-    const bf16_t *xb = t->s.give_bf16 ? g->x_bf16 : NULL;
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream));
-    moe_unfused_forward(y, NULL, a, w, g->x, xb, &wt, g->bias, N, stream);
-    moe_unfused_backward(dx, &gr, g->dy, t->s.daux, a, w, g->x, xb, &wt, N, stream);
+    moe_unfused_forward(y, NULL, a, w, g->x, &wt, g->bias, N, stream);
+    moe_unfused_backward(dx, &gr, g->dy, t->s.daux, a, w, g->x, &wt, N, stream);
     cudaCheck(cudaStreamSynchronize(stream));
     cudaCheck(cudaStreamDestroy(stream));
 
@@ -312,47 +308,47 @@ static void run_shape(const Shape *s) {
 
 static void test_moe_gpu_small(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"small", 37, 0, 64, 8, 2, 48, 1, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1, 11};
+    Shape s = {"small", 37, 0, 64, 8, 2, 48, 1, 0, 1, 1.0, BIAS_RANDOM, 0.1, 11};
     run_shape(&s);
-    Shape s2 = {"small, x_bf16 given, N < N_max", 37, 50, 64, 8, 2, 48, 1, 0, 1, 1.0, BIAS_NONE, 1, 0.1, 12};
+    Shape s2 = {"small, N < N_max", 37, 50, 64, 8, 2, 48, 1, 0, 1, 1.0, BIAS_NONE, 0.1, 12};
     run_shape(&s2);
 }
 
 static void test_moe_gpu_k1(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"k=1", 41, 0, 64, 8, 1, 32, 1, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1, 21};
+    Shape s = {"k=1", 41, 0, 64, 8, 1, 32, 1, 0, 1, 1.0, BIAS_RANDOM, 0.1, 21};
     run_shape(&s);
-    Shape s2 = {"k=1 without renormalisation", 41, 0, 64, 8, 1, 32, 1, 0, 0, 1.5, BIAS_NONE, 0, 0.1, 22};
+    Shape s2 = {"k=1 without renormalisation", 41, 0, 64, 8, 1, 32, 1, 0, 0, 1.5, BIAS_NONE, 0.1, 22};
     run_shape(&s2);
 }
 
 static void test_moe_gpu_skewed(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"skewed: every token to experts 3 and 5", 37, 0, 64, 8, 2, 48, 1, 0, 1, 1.0, BIAS_SKEW2, 0, 0.1, 31};
+    Shape s = {"skewed: every token to experts 3 and 5", 37, 0, 64, 8, 2, 48, 1, 0, 1, 1.0, BIAS_SKEW2, 0.1, 31};
     run_shape(&s);
-    Shape s2 = {"skewed: every token to the last expert", 37, 0, 64, 8, 1, 48, 1, 0, 1, 1.0, BIAS_SKEW1, 0, 0.1, 32};
+    Shape s2 = {"skewed: every token to the last expert", 37, 0, 64, 8, 1, 48, 1, 0, 1, 1.0, BIAS_SKEW1, 0.1, 32};
     run_shape(&s2);
 }
 
 static void test_moe_gpu_sigmoid(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"sigmoid, renormalised, scaled", 33, 0, 48, 16, 3, 40, 1, 1, 1, 2.5, BIAS_RANDOM, 0, 0.1, 41};
+    Shape s = {"sigmoid, renormalised, scaled", 33, 0, 48, 16, 3, 40, 1, 1, 1, 2.5, BIAS_RANDOM, 0.1, 41};
     run_shape(&s);
-    Shape s2 = {"sigmoid, not renormalised", 33, 0, 48, 16, 2, 40, 1, 1, 0, 1.0, BIAS_NONE, 0, 0.05, 42};
+    Shape s2 = {"sigmoid, not renormalised", 33, 0, 48, 16, 2, 40, 1, 1, 0, 1.0, BIAS_NONE, 0.05, 42};
     run_shape(&s2);
 }
 
 static void test_moe_gpu_no_shared_odd_widths(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"no shared experts, C=36 I=20", 19, 0, 36, 8, 2, 20, 0, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1, 51};
+    Shape s = {"no shared experts, C=36 I=20", 19, 0, 36, 8, 2, 20, 0, 0, 1, 1.0, BIAS_RANDOM, 0.1, 51};
     run_shape(&s);
-    Shape s2 = {"no shared experts, C=64 I=48", 37, 0, 64, 8, 2, 48, 0, 0, 1, 1.0, BIAS_NONE, 1, 0.0, 52};
+    Shape s2 = {"no shared experts, C=64 I=48", 37, 0, 64, 8, 2, 48, 0, 0, 1, 1.0, BIAS_NONE, 0.0, 52};
     run_shape(&s2);
 }
 
 static void test_moe_gpu_e384_k8(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"E=384 k=8", 29, 0, 64, 384, 8, 32, 2, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1, 61};
+    Shape s = {"E=384 k=8", 29, 0, 64, 384, 8, 32, 2, 0, 1, 1.0, BIAS_RANDOM, 0.1, 61};
     run_shape(&s);
 }
 
@@ -360,22 +356,22 @@ static void test_moe_gpu_e384_k8(void) {
  * token's scores a lane), with sigmoid scores. */
 static void test_moe_gpu_many_experts(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"E=200 k=6", 29, 0, 64, 200, 6, 32, 0, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1, 91};
+    Shape s = {"E=200 k=6", 29, 0, 64, 200, 6, 32, 0, 0, 1, 1.0, BIAS_RANDOM, 0.1, 91};
     run_shape(&s);
-    Shape s2 = {"E=520 k=4, sigmoid", 23, 0, 64, 520, 4, 32, 0, 1, 1, 1.0, BIAS_NONE, 0, 0.1, 92};
+    Shape s2 = {"E=520 k=4, sigmoid", 23, 0, 64, 520, 4, 32, 0, 1, 1, 1.0, BIAS_NONE, 0.1, 92};
     run_shape(&s2);
 }
 
 static void test_moe_gpu_k_equals_e(void) {
     if (!gpu_test_begin()) return;
-    Shape s = {"k = E = 4", 23, 0, 32, 4, 4, 24, 1, 0, 1, 1.0, BIAS_NONE, 0, 0.1, 71};
+    Shape s = {"k = E = 4", 23, 0, 32, 4, 4, 24, 1, 0, 1, 1.0, BIAS_NONE, 0.1, 71};
     run_shape(&s);
 }
 
 static void test_moe_gpu_many_tokens(void) {
     if (!gpu_test_begin()) return;
     /* 2803 slots: three plan chunks of 1024; 701 tokens: eleven aux chunks of 64 */
-    Shape s = {"701 tokens, several plan and aux chunks", 701, 0, 32, 16, 4, 16, 0, 0, 1, 1.0, BIAS_RANDOM, 0, 0.1,
+    Shape s = {"701 tokens, several plan and aux chunks", 701, 0, 32, 16, 4, 16, 0, 0, 1, 1.0, BIAS_RANDOM, 0.1,
                81};
     run_shape(&s);
 }

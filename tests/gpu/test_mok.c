@@ -11,7 +11,7 @@
  * (200 rows in one segment), skewed k = 2, E = 384 k = 8 sigmoid, k = E with 333 rows per expert,
  * N = 1 and N = 1000, skewed k = 2 with 400 rows on one expert and ≈ 27 on the others (short and long
  * weight-gradient tasks in one backward), token and row counts that are not multiples of 64 or 128, shared experts on
- * and off, x given as bf16 or rounded by the layer. test_mok_narrow_widths: C and I multiples of 8
+ * and off. test_mok_narrow_widths: C and I multiples of 8
  * but not of 64, for the tiles that take them; skipped (visibly) while moe_mok_supported says no.
  * test_mok_schedule: the M-tile schedule kernel against a serial loop; test_mok_histogram: this
  * rank's expert counts against a count on the host. test_mok_graph: forward and
@@ -43,7 +43,6 @@ typedef struct {
     const char *label;
     int N, C, E, k, I, S, sigmoid;
     int skew;      /* expert_bias puts every token's first pick on expert E/2 (k = 1: all tokens there) */
-    int give_bf16; /* pass x as bf16 too instead of letting the layer round it */
     uint64_t seed;
 } Shape;
 
@@ -58,8 +57,8 @@ typedef struct {
     MoeGpuDims d;
     void *dw[W_COUNT];
     MoeGpuWeights w;
-    float *x, *bias;
-    bf16_t *xb;
+    float *bias;
+    bf16_t *x;
     float *y_cpu;  /* (N, C) */
     int *topk_cpu; /* (N, k) */
 } Problem;
@@ -89,8 +88,7 @@ static int problem_create(Problem *P, const Shape *s) {
 
     moe_ref_upload(P->dw, &hw);
     P->w = moe_ref_gpu_weights(P->dw, s->S);
-    P->x = gpu_upload(x, (size_t)(N * C) * sizeof(float));
-    if (s->give_bf16) P->xb = gpu_upload_bf16(x, N * C);
+    P->x = gpu_upload_bf16(x, N * C);
     if (bias) P->bias = gpu_upload(bias, (size_t)E * sizeof(float));
     moe_ref_weights_free(&hw);
     free(x);
@@ -103,7 +101,6 @@ static void problem_destroy(Problem *P) {
     free(P->y_cpu);
     free(P->topk_cpu);
     cudaCheck(cudaFree(P->x));
-    if (P->xb) cudaCheck(cudaFree(P->xb));
     if (P->bias) cudaCheck(cudaFree(P->bias));
 }
 
@@ -270,16 +267,16 @@ typedef struct {
 static void unfused_backward(MoeGpuGrads *g, void *ctx) {
     BackwardCtx *c = ctx;
     const Problem *P = c->P;
-    moe_unfused_forward(c->y, NULL, c->a, c->w, P->x, P->xb, &P->w, P->bias, c->N, 0);
-    moe_unfused_backward(c->dx, g, c->dy, c->daux, c->a, c->w, P->x, P->xb, &P->w, c->N, 0);
+    moe_unfused_forward(c->y, NULL, c->a, c->w, P->x, &P->w, P->bias, c->N, 0);
+    moe_unfused_backward(c->dx, g, c->dy, c->daux, c->a, c->w, P->x, &P->w, c->N, 0);
     cudaCheck(cudaDeviceSynchronize());
 }
 
 static void mok_backward(MoeGpuGrads *g, void *ctx) {
     BackwardCtx *c = ctx;
     const Problem *P = c->P;
-    moe_mok_forward(c->y, NULL, c->m, c->sv, P->x, P->xb, &P->w, P->bias, c->N, 0);
-    moe_mok_backward(c->dx, g, c->dy, c->daux, c->sv, c->m, P->x, P->xb, &P->w, c->N, 0);
+    moe_mok_forward(c->y, NULL, c->m, c->sv, P->x, &P->w, P->bias, c->N, 0);
+    moe_mok_backward(c->dx, g, c->dy, c->daux, c->sv, c->m, P->x, &P->w, c->N, 0);
     moe_mok_sync(c->m, 0);
 }
 
@@ -292,7 +289,7 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
     Grads ref, run[2];
     grads_create(&ref, s);
     MoeGpuGrads g = grads_view(&ref, shared);
-    moe_unfused_backward(ref.dx, &g, dy, daux, a, w, P->x, P->xb, &P->w, N, 0);
+    moe_unfused_backward(ref.dx, &g, dy, daux, a, w, P->x, &P->w, N, 0);
     MoeMok m;
     moe_mok_create(&m, &P->d, N, NULL, 0, 1);
     MoeMokSaved sv;
@@ -301,8 +298,8 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
     for (int r = 0; r < 2; r++) {
         grads_create(&run[r], s);
         g = grads_view(&run[r], shared);
-        moe_mok_forward(y, NULL, &m, &sv, P->x, P->xb, &P->w, P->bias, N, 0);
-        moe_mok_backward(run[r].dx, &g, dy, daux, &sv, &m, P->x, P->xb, &P->w, N, 0);
+        moe_mok_forward(y, NULL, &m, &sv, P->x, &P->w, P->bias, N, 0);
+        moe_mok_backward(run[r].dx, &g, dy, daux, &sv, &m, P->x, &P->w, N, 0);
         moe_mok_sync(&m, 0);
     }
     check_grad(s, "dx", run[0].dx, ref.dx, (long)N * s->C, 0);
@@ -345,7 +342,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     moe_unfused_acts_create(&a, &P.d, N);
     moe_unfused_work_create(&w, &P.d, N, NULL);
     float *y_d = gpu_poisoned((size_t)ny * sizeof(float));
-    moe_unfused_forward(y_d, NULL, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
+    moe_unfused_forward(y_d, NULL, &a, &w, P.x, &P.w, P.bias, N, 0);
     float *y_unf = mallocCheck((size_t)ny * sizeof(float)), *y = mallocCheck((size_t)ny * sizeof(float));
     gpu_download(y_unf, y_d, (size_t)ny * sizeof(float));
     cudaCheck(cudaFree(y_d));
@@ -359,7 +356,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     float *y_res = mallocCheck((size_t)ny * sizeof(float));
     for (int off = 0; off < 2; off++) { /* off 1: the residual off 16-byte alignment, the combine's element-wise form */
         y_d = gpu_poisoned((size_t)ny * sizeof(float));
-        moe_unfused_forward(y_d, res + off, &a, &w, P.x, P.xb, &P.w, P.bias, N, 0);
+        moe_unfused_forward(y_d, res + off, &a, &w, P.x, &P.w, P.bias, N, 0);
         gpu_download(y_res, y_d, (size_t)ny * sizeof(float));
         cudaCheck(cudaFree(y_d));
         check_residual(s, off ? "unfused, residual off alignment" : "unfused", y_res, y_unf, res_h + off);
@@ -389,7 +386,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
         }
         for (int rep = 0; rep < 2; rep++) {
             y_d = gpu_poisoned((size_t)ny * sizeof(float));
-            moe_mok_forward(y_d, NULL, &m, NULL, P.x, P.xb, &P.w, P.bias, N, 0);
+            moe_mok_forward(y_d, NULL, &m, NULL, P.x, &P.w, P.bias, N, 0);
             const double aux = moe_mok_aux_loss(&m, 0);
             gpu_download(y, y_d, (size_t)ny * sizeof(float));
             cudaCheck(cudaFree(y_d));
@@ -420,7 +417,7 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
             }
         }
         y_d = gpu_poisoned((size_t)ny * sizeof(float));
-        moe_mok_forward(y_d, res, &m, NULL, P.x, P.xb, &P.w, P.bias, N, 0);
+        moe_mok_forward(y_d, res, &m, NULL, P.x, &P.w, P.bias, N, 0);
         moe_mok_sync(&m, 0);
         gpu_download(y_res, y_d, (size_t)ny * sizeof(float));
         cudaCheck(cudaFree(y_d));
@@ -447,25 +444,25 @@ static void run_shape(const Shape *s, const Variant *vars, int n_vars) {
     problem_destroy(&P);
 }
 
-/* label, N, C, E, k, I, S, sigmoid, skew, give_bf16, seed */
+/* label, N, C, E, k, I, S, sigmoid, skew, seed */
 static const Shape shapes[] = {
-    {"small N=37 C=64 E=8 k=2 I=64 shared", 37, 64, 8, 2, 64, 1, 0, 0, 0, 1},
-    {"k=1 N=77 C=128 E=16 I=128", 77, 128, 16, 1, 128, 0, 0, 0, 1, 2},
-    {"k=1 all tokens on one expert N=200", 200, 128, 8, 1, 128, 0, 0, 1, 1, 3},
-    {"skewed k=2 first pick fixed N=130 shared", 130, 64, 16, 2, 192, 1, 0, 1, 0, 4},
-    {"E=384 k=8 sigmoid N=45", 45, 64, 384, 8, 64, 0, 1, 0, 0, 5},
-    {"k=E=4 N=333 2 shared", 333, 192, 4, 4, 128, 2, 0, 0, 1, 6},
-    {"N=1", 1, 64, 8, 2, 64, 1, 0, 0, 0, 7},
-    {"N=1000 E=32 k=4 C=256 I=192", 1000, 256, 32, 4, 192, 0, 0, 0, 0, 8},
+    {"small N=37 C=64 E=8 k=2 I=64 shared", 37, 64, 8, 2, 64, 1, 0, 0, 1},
+    {"k=1 N=77 C=128 E=16 I=128", 77, 128, 16, 1, 128, 0, 0, 0, 2},
+    {"k=1 all tokens on one expert N=200", 200, 128, 8, 1, 128, 0, 0, 1, 3},
+    {"skewed k=2 first pick fixed N=130 shared", 130, 64, 16, 2, 192, 1, 0, 1, 4},
+    {"E=384 k=8 sigmoid N=45", 45, 64, 384, 8, 64, 0, 1, 0, 5},
+    {"k=E=4 N=333 2 shared", 333, 192, 4, 4, 128, 2, 0, 0, 6},
+    {"N=1", 1, 64, 8, 2, 64, 1, 0, 0, 7},
+    {"N=1000 E=32 k=4 C=256 I=192", 1000, 256, 32, 4, 192, 0, 0, 0, 8},
     /* ≈ 27 rows an expert and 400 on one: the backward's short (wide) and long weight-gradient tasks in one
      * launch, the stage ring lent to the staging and given back several times a block */
-    {"skewed k=2 N=400 E=16 I=192", 400, 128, 16, 2, 192, 0, 0, 1, 0, 9},
+    {"skewed k=2 N=400 E=16 I=192", 400, 128, 16, 2, 192, 0, 0, 1, 9},
 };
 
 /* C and I multiples of 8, not of 64: only tiles that take them. */
 static const Shape narrow_shapes[] = {
-    {"C=200 I=72 N=150 E=8 k=2 shared", 150, 200, 8, 2, 72, 1, 0, 0, 0, 11},
-    {"C=136 I=264 N=260 E=16 k=1 all tokens on one expert", 260, 136, 16, 1, 264, 0, 0, 1, 1, 12},
+    {"C=200 I=72 N=150 E=8 k=2 shared", 150, 200, 8, 2, 72, 1, 0, 0, 11},
+    {"C=136 I=264 N=260 E=16 k=1 all tokens on one expert", 260, 136, 16, 1, 264, 0, 0, 1, 12},
 };
 
 static void test_mok_forward(void) {
@@ -525,8 +522,8 @@ static void step_reset(const Step *t, const Shape *s) {
 static void step_run(const Step *t, const Shape *s) {
     const Problem *P = t->P;
     const MoeGpuGrads g = grads_view(t->G, s->S > 0);
-    moe_mok_forward(t->y, NULL, t->m, t->sv, P->x, P->xb, &P->w, P->bias, t->N, t->stream);
-    if (t->backward) moe_mok_backward(t->G->dx, &g, t->dy, 0.01, t->sv, t->m, P->x, P->xb, &P->w, t->N, t->stream);
+    moe_mok_forward(t->y, NULL, t->m, t->sv, P->x, &P->w, P->bias, t->N, t->stream);
+    if (t->backward) moe_mok_backward(t->G->dx, &g, t->dy, 0.01, t->sv, t->m, P->x, &P->w, t->N, t->stream);
 }
 
 /* The layer's forward (and backward, wgmma tile) captured as one CUDA graph on a stream of its own,
@@ -615,7 +612,7 @@ static void run_graph(const Shape *s) {
 static void test_mok_graph(void) {
     if (!gpu_test_begin()) return;
     run_graph(&shapes[0]); /* shared experts, 37 tokens */
-    run_graph(&shapes[1]); /* x given as bf16 (copied into the window), k = 1 */
+    run_graph(&shapes[1]); /* k = 1 */
     run_graph(&shapes[7]); /* 1000 tokens, E = 32, k = 4 */
 }
 
@@ -715,7 +712,7 @@ static void test_mok_watchdog_child(void) {
         return;
     }
     if (!gpu_test_begin()) return;
-    const Shape s = {"watchdog", 100, 64, 8, 2, 64, 0, 0, 0, 0, 9};
+    const Shape s = {"watchdog", 100, 64, 8, 2, 64, 0, 0, 0, 9};
     const int backward = !strcmp(which, "backward");
     Problem P;
     problem_create(&P, &s); /* the routing margin does not matter here */
@@ -729,14 +726,14 @@ static void test_mok_watchdog_child(void) {
     cudaCheck(cudaMalloc((void **)&dx, (size_t)s.N * s.C * sizeof(float)));
     cudaCheck(cudaMalloc((void **)&dy, (size_t)s.N * s.C * sizeof(float)));
     cudaCheck(cudaMemset(dy, 0, (size_t)s.N * s.C * sizeof(float)));
-    moe_mok_forward(y, NULL, &m, &sv, P.x, NULL, &P.w, NULL, s.N, 0);
+    moe_mok_forward(y, NULL, &m, &sv, P.x, &P.w, NULL, s.N, 0);
     if (backward) {
         Grads G;
         grads_create(&G, &s);
         const MoeGpuGrads g = grads_view(&G, 0);
         moe_mok_sync(&m, 0);
         moe_mok_set_debug(&m, 1.0, 1);
-        moe_mok_backward(dx, &g, dy, 0.01, &sv, &m, P.x, NULL, &P.w, s.N, 0);
+        moe_mok_backward(dx, &g, dy, 0.01, &sv, &m, P.x, &P.w, s.N, 0);
     }
     moe_mok_sync(&m, 0); /* must not return */
     fprintf(stderr, "watchdog child: the %s returned although no row was dispatched\n", which);
