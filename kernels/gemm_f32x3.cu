@@ -275,11 +275,15 @@ enum AKind { A_F32 = 0, A_PLANES = 1, A_BF16 = 2 };
 /* A thread's part of A in one 16-wide k step, for wgmma's register operand (flash_sm90.cuh): pair i
  * (i < 4) holds row r + 8 (i & 1), columns c + 8 (i >> 1) and the one after (c = k + 2 (lane % 4)).
  * Read from the fp32 values (v[2 i + j], split when the step is multiplied) or from the planes
- * (v[4 p + i], plane p's pair, already bf16; one plane for A_BF16). A_T: A stored (K, M). */
+ * (v[4 p + i], plane p's pair, already bf16; one plane for A_BF16). A_T: A stored (K, M). A
+ * transposed A's bf16 pair is two loads a row apart: each value in its own register (v[2 i + j]),
+ * joined when multiplied, as the fp32 values are split then; joined at the load, the thread waited
+ * there for the load (its router weight-gradient GEMM ran slower than from fp32, s32 r2). */
 template <bool A_T, int AK>
 struct AStep {
-    static constexpr int NP = AK == A_PLANES ? 3 : 1; /* planes read (A_F32: none) */
-    uint32_t v[AK == A_F32 ? 8 : 4 * NP];
+    static constexpr int NP = AK == A_PLANES ? 3 : 1;       /* planes read (A_F32: none) */
+    static constexpr bool JOIN_LATE = A_T && AK == A_BF16; /* v[2 i + j]: value j of pair i */
+    uint32_t v[AK == A_F32 || JOIN_LATE ? 8 : 4 * NP];
 
     /* fast: both rows and the whole K block inside, and (K-major) vec: no per-element tests, which cost more
      * instructions than the loads and the split */
@@ -290,7 +294,9 @@ struct AStep {
             for (int i = 0; i < 4; i++) {
                 const int row = r + 8 * (i & 1), col = c + 8 * (i >> 1);
                 const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
-                if constexpr (AK != A_F32) {
+                if constexpr (JOIN_LATE) {
+                    v[2 * i] = pl[at0], v[2 * i + 1] = pl[at1];
+                } else if constexpr (AK != A_F32) {
 #pragma unroll
                     for (int p = 0; p < NP; p++) {
                         const uint16_t *q = pl + p * ps;
@@ -311,7 +317,10 @@ struct AStep {
             const int row = r + 8 * (i & 1), col = c + 8 * (i >> 1);
             const bool in0 = row < rows && col < k_end, in1 = row < rows && col + 1 < k_end;
             const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
-            if constexpr (AK != A_F32) {
+            if constexpr (JOIN_LATE) {
+                v[2 * i] = in0 ? pl[at0] : 0u;
+                v[2 * i + 1] = in1 ? pl[at1] : 0u;
+            } else if constexpr (AK != A_F32) {
 #pragma unroll
                 for (int p = 0; p < NP; p++) {
                     const uint16_t *q = pl + p * ps;
@@ -334,7 +343,9 @@ struct AStep {
     __device__ __forceinline__ void frag(uint32_t (&a)[3][4]) const {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if constexpr (AK != A_F32) { /* a copy the compiler keeps: else the wgmma would read v, which the next
+            if constexpr (JOIN_LATE) {
+                a[0][i] = __byte_perm(v[2 * i], v[2 * i + 1], 0x5410); /* the low halves: (v[2 i], v[2 i + 1]) */
+            } else if constexpr (AK != A_F32) { /* a copy the compiler keeps: else the wgmma would read v, which the next
                                             load_a rewrites while it runs, and ptxas serializes every wgmma to allow
                                             that */
 #pragma unroll
