@@ -345,9 +345,9 @@ struct AStep {
         for (int i = 0; i < 4; i++) {
             if constexpr (JOIN_LATE) {
                 a[0][i] = __byte_perm(v[2 * i], v[2 * i + 1], 0x5410); /* the low halves: (v[2 i], v[2 i + 1]) */
-            } else if constexpr (AK != A_F32) { /* a copy the compiler keeps: else the wgmma would read v, which the next
-                                            load_a rewrites while it runs, and ptxas serializes every wgmma to allow
-                                            that */
+            } else if constexpr (AK != A_F32) { /* a copy the compiler keeps: else the wgmma would read v, which
+                                                   the next load_a rewrites while it runs, and ptxas serializes every
+                                                   wgmma to allow that */
 #pragma unroll
                 for (int p = 0; p < NP; p++) asm volatile("mov.b32 %0, %1;" : "=r"(a[p][i]) : "r"(v[4 * p + i]));
             } else {
@@ -634,7 +634,9 @@ template <int... I> constexpr std::array<Sm90Kernel, sizeof...(I)> sm90_table(st
 }
 const std::array<Sm90Kernel, SM90_VARIANTS> sm90_kernels = sm90_table(std::make_integer_sequence<int, SM90_VARIANTS>());
 /* mma.sync variant I: bit 0 trans_a, bit 1 trans_b, bit 2 A given as bf16 values. */
-template <int I> constexpr MmaKernel mma_variant() { return gemm_f32x3_mma_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0>; }
+template <int I> constexpr MmaKernel mma_variant() {
+    return gemm_f32x3_mma_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0>;
+}
 const MmaKernel mma_kernels[8] = {mma_variant<0>(), mma_variant<1>(), mma_variant<2>(), mma_variant<3>(),
                                   mma_variant<4>(), mma_variant<5>(), mma_variant<6>(), mma_variant<7>()};
 

@@ -35,7 +35,7 @@ extern "C" {
  * m, l at planes + {0, 1, 2} plane_stride, each laid out as the fp32 matrix). The planes hold the
  * split the kernels would make, so the results are the same bits with or without them; the
  * Hopper kernel reads them instead of splitting (worth it for an operand that many blocks read:
- * the router weights, dlogits); the mma.sync kernel reads f32 only.
+ * the router weights, dlogits); the mma.sync kernel reads no planes.
  * A (only A) may instead be bf16 values: f32 NULL, planes the values (plane_stride unused). Its
  * split has m = l = 0, so the results are those of its values widened to fp32, bit for bit, from
  * half the products (the router's activations: bf16 as every GEMM's, DESIGN.md). */

@@ -331,7 +331,8 @@ static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, flo
     float *scratch = gpu_poisoned((size_t)S * mn * sizeof(float));
     char what[128];
     snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d%s",
-             impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew, a_bf16 ? " A bf16" : "");
+             impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew,
+             a_bf16 ? " A bf16" : "");
     for (int run = 0; run < (a_bf16 ? 7 : 5); run++) {
         /* runs 2-4: bit 0 A's planes, bit 1 B's; runs 5-6: A's bf16 values, B's fp32 then its planes */
         const int planes = run < 2 ? 0 : run < 5 ? run - 1 : run == 5 ? 0 : 2;
@@ -344,8 +345,9 @@ static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, flo
         float *dst = run < 2 ? (got[run] = malloc(sizeof(float) * (size_t)mn)) : other;
         to_float(dst, dC, mn, GEMM_F32);
         if (run >= 2)
-            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0, "%s: run %d (planes %d, A %s) gives other bits",
-                      what, run, planes, kind_a == OP_BF16 ? "bf16" : kind_a == OP_PLANES ? "planes" : "fp32");
+            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0,
+                      "%s: run %d (planes %d, A %s) gives other bits", what, run, planes,
+                      kind_a == OP_BF16 ? "bf16" : kind_a == OP_PLANES ? "planes" : "fp32");
         cudaFree(bc);
         for (int o = 0; o < 2; o++) cudaFree(bases[o][0]), cudaFree(bases[o][1]);
     }
