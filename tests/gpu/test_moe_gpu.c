@@ -9,8 +9,8 @@
  * outputs; a second forward + backward bitwise identical.
  * Shapes: small, k = 1, skewed routing (all tokens to fixed experts through a large expert_bias;
  * most experts get no rows), sigmoid scores with and without renormalisation, no shared experts
- * with odd widths (scalar paths), E = 384 with k = 8, E = 200 and 520, k = E, and enough tokens to
- * span several plan and aux chunks.
+ * with odd widths (scalar paths), E = 384 with k = 8, E = 200 and 520, k = E, k = 12 and 10, and
+ * enough tokens to span several plan and aux chunks.
  */
 #include <math.h>
 #include <stdint.h>
@@ -362,6 +362,15 @@ static void test_moe_gpu_many_experts(void) {
     run_shape(&s2);
 }
 
+/* k above 8, the largest k of the shapes above (and of the models in configs/): vector and scalar paths. */
+static void test_moe_gpu_k_above_8(void) {
+    if (!gpu_test_begin()) return;
+    Shape s = {"E=64 k=12", 31, 0, 64, 64, 12, 32, 1, 0, 1, 1.0, BIAS_RANDOM, 0.1, 93};
+    run_shape(&s);
+    Shape s2 = {"E=16 k=10 C=36 I=20", 17, 0, 36, 16, 10, 20, 0, 0, 1, 1.0, BIAS_NONE, 0.1, 94};
+    run_shape(&s2);
+}
+
 static void test_moe_gpu_k_equals_e(void) {
     if (!gpu_test_begin()) return;
     Shape s = {"k = E = 4", 23, 0, 32, 4, 4, 24, 1, 0, 1, 1.0, BIAS_NONE, 0.1, 71};
@@ -394,5 +403,5 @@ static void test_moe_gpu_workspace_bytes(void) {
 TEST_SUITE(gpu_moe_unfused, TEST_CASE(test_moe_gpu_workspace_bytes), TEST_CASE(test_moe_gpu_small),
            TEST_CASE(test_moe_gpu_k1), TEST_CASE(test_moe_gpu_skewed), TEST_CASE(test_moe_gpu_sigmoid),
            TEST_CASE(test_moe_gpu_no_shared_odd_widths), TEST_CASE(test_moe_gpu_e384_k8),
-           TEST_CASE(test_moe_gpu_many_experts), TEST_CASE(test_moe_gpu_k_equals_e),
+           TEST_CASE(test_moe_gpu_many_experts), TEST_CASE(test_moe_gpu_k_above_8), TEST_CASE(test_moe_gpu_k_equals_e),
            TEST_CASE(test_moe_gpu_many_tokens));
