@@ -34,7 +34,7 @@ static const char *bench_help =
     "forward + backward, median of --iters after --warmup, the slowest rank per iteration. Prints a\n"
     "JSON line per implementation and a table. Run under mpirun with one rank per GPU; EP = all\n"
     "ranks unless --ep. Tokens per GPU: train.micro_batch * train.seq_len unless --tokens. Timed\n"
-    "layers get their input in fp32 and bf16, as in training.\n"
+    "layers get their input in bf16, as training's norm writes it.\n"
     "--check compares the layer at EP = world with a single-rank run of the same global problem\n"
     "(--skew: every token's first pick is expert 0) and exits non-zero on a mismatch; with mok (or all)\n"
     "it also compares the megakernel's forward (y, top-k, aux loss) and, with the wgmma tile, its\n"
