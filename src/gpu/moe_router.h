@@ -8,10 +8,10 @@
  * split in three bf16 terms (kernels/gemm_f32x3.h; x is its own one term, so the logits are an
  * fp32 GEMM's of x widened, from three products, not six); the logits and the weight gradient
  * have few output tiles over a long K (C, then the tokens) and run split-K when their tiles
- * leave multiprocessors idle, the
- * partials summed in a fixed order. The router and dlogits, which many blocks read, are split
- * into their bf16 planes once a call (in the scratch). The module owns nothing: the layer
- * allocates moe_router_scratch_bytes once and passes it in. Calls run on the given stream.
+ * leave multiprocessors idle, the partials summed in a fixed order. The router and dlogits, which
+ * many blocks read, are split into their bf16 planes once a call (in the scratch). The module
+ * owns nothing: the layer allocates moe_router_scratch_bytes once and passes it in. Calls run on
+ * the given stream.
  */
 #ifndef MOKC_GPU_MOE_ROUTER_H
 #define MOKC_GPU_MOE_ROUTER_H

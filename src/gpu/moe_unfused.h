@@ -4,7 +4,8 @@
  * router, scores, top-k with ties to the lower id, gates, routed SwiGLU experts, shared experts as
  * one SwiGLU of width S*I, the fixed-order combine, the Switch aux loss over the stats group) with
  * the numerics of DESIGN.md: bf16 activations into every GEMM with fp32 accumulation (the router's
- * weights, logits, scores, gates and statistics fp32); fp32 output and gradients; no floating-point atomics anywhere.
+ * weights, logits, scores, gates and statistics fp32); fp32 output and gradients; no floating-point
+ * atomics anywhere.
  *
  * Forward, in order on one stream:
  *   1. logits = x @ router (fp32 on tensor cores, split-K: src/gpu/moe_router.h); scores, top-k, gates

@@ -333,21 +333,21 @@ static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, flo
     snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d%s",
              impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew,
              a_bf16 ? " A bf16" : "");
+    /* how each run gives A and B; the last two (A's bf16 values) where A's values are bf16 ones */
+    static const int forms[7][2] = {{OP_F32, OP_F32},       {OP_F32, OP_F32},  {OP_PLANES, OP_F32}, {OP_F32, OP_PLANES},
+                                    {OP_PLANES, OP_PLANES}, {OP_BF16, OP_F32}, {OP_BF16, OP_PLANES}};
+    static const char *form_names[3] = {"fp32", "planes", "bf16"};
     for (int run = 0; run < (a_bf16 ? 7 : 5); run++) {
-        /* runs 2-4: bit 0 A's planes, bit 1 B's; runs 5-6: A's bf16 values, B's fp32 then its planes */
-        const int planes = run < 2 ? 0 : run < 5 ? run - 1 : run == 5 ? 0 : 2;
-        const int kind_a = run >= 5 ? OP_BF16 : planes & 1 ? OP_PLANES : OP_F32;
-        const GemmF32x3Operand dA = f32x3_operand(A, (long)M * K, kind_a, skew, bases[0]);
-        const GemmF32x3Operand dB = f32x3_operand(B, (long)K * N, planes & 2 ? OP_PLANES : OP_F32, skew, bases[1]);
+        const GemmF32x3Operand dA = f32x3_operand(A, (long)M * K, forms[run][0], skew, bases[0]);
+        const GemmF32x3Operand dB = f32x3_operand(B, (long)K * N, forms[run][1], skew, bases[1]);
         float *dC = device_copy(C0, mn, GEMM_F32, skew, &bc);
         if (beta == 0) cudaCheck(cudaMemset(dC, 0xff, sizeof(float) * (size_t)mn));
         gpu_gemm_f32x3_with(impl, ta, tb, M, N, K, dA, dB, dC, alpha, beta, S, scratch, 0);
         float *dst = run < 2 ? (got[run] = malloc(sizeof(float) * (size_t)mn)) : other;
         to_float(dst, dC, mn, GEMM_F32);
         if (run >= 2)
-            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0,
-                      "%s: run %d (planes %d, A %s) gives other bits", what, run, planes,
-                      kind_a == OP_BF16 ? "bf16" : kind_a == OP_PLANES ? "planes" : "fp32");
+            CHECK_MSG(memcmp(other, got[0], sizeof(float) * (size_t)mn) == 0, "%s: A %s, B %s give other bits", what,
+                      form_names[forms[run][0]], form_names[forms[run][1]]);
         cudaFree(bc);
         for (int o = 0; o < 2; o++) cudaFree(bases[o][0]), cudaFree(bases[o][1]);
     }
