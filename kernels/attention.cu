@@ -221,8 +221,8 @@ __global__ void __launch_bounds__(kRowThreads)
 
 // One thread per VEC consecutive d of one (token row, kv head). VEC = 4 needs D % 4 == 0.
 template <int VEC>
-__global__ void group_sum_kernel(__nv_bfloat16 *dst, const float *heads, int T, int Hq, int Hkv, int D,
-                                 long long n_vec) {
+__global__ void group_sum_kernel(__nv_bfloat16 *dst, long long ld, const float *heads, int T, int Hq, int Hkv,
+                                 int D, long long n_vec) {
     int group = Hq / Hkv, d_vecs = D / VEC;
     long long head_stride = (long long)T * D;
     long long stride = (long long)gridDim.x * blockDim.x;
@@ -242,7 +242,7 @@ __global__ void group_sum_kernel(__nv_bfloat16 *dst, const float *heads, int T, 
 #pragma unroll
             for (int i = 0; i < VEC; i++) acc[i] += x[i];
         }
-        store_bf16<VEC>(dst + (n * Hkv + kh) * D + d, acc);
+        store_bf16<VEC>(dst + n * ld + (long long)kh * D + d, acc);
     }
 }
 
@@ -288,14 +288,14 @@ extern "C" void attention_softmax_backward(float *buf, const bf16_t *att, long r
     cudaCheckLaunch();
 }
 
-extern "C" void attention_group_sum(bf16_t *dst, const float *heads, int B, int T, int Hq, int Hkv, int D,
-                                    cudaStream_t stream) {
+extern "C" void attention_group_sum(bf16_t *dst, long long ld, const float *heads, int B, int T, int Hq, int Hkv,
+                                    int D, cudaStream_t stream) {
     __nv_bfloat16 *out = reinterpret_cast<__nv_bfloat16 *>(dst);
     long long n = (long long)B * T * Hkv * D;
     if (n <= 0) return;
-    if (D % 4 == 0)
-        group_sum_kernel<4><<<flat_blocks(n / 4), kFlatThreads, 0, stream>>>(out, heads, T, Hq, Hkv, D, n / 4);
+    if (D % 4 == 0 && ld % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 8 == 0)
+        group_sum_kernel<4><<<flat_blocks(n / 4), kFlatThreads, 0, stream>>>(out, ld, heads, T, Hq, Hkv, D, n / 4);
     else
-        group_sum_kernel<1><<<flat_blocks(n), kFlatThreads, 0, stream>>>(out, heads, T, Hq, Hkv, D, n);
+        group_sum_kernel<1><<<flat_blocks(n), kFlatThreads, 0, stream>>>(out, ld, heads, T, Hq, Hkv, D, n);
     cudaCheckLaunch();
 }

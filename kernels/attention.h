@@ -9,9 +9,11 @@
  *                bf16 probabilities (B, Hq, T, T). Any head dim. The reference the flash path is
  *                benchmarked against (`mokc bench attn`).
  *
- * Layout (the same as the CPU reference attention_forward/attention_backward in src/cpu/ops.c):
- *   q, out, dout, dq    bf16 (B*T, Hq*D)   row n = b*T + t, query head h at columns [h*D, (h+1)*D)
- *   k, v, dk, dv        bf16 (B*T, Hkv*D)  kv head j at columns [j*D, (j+1)*D)
+ * Layout (the CPU reference attention_forward/attention_backward in src/cpu/ops.c takes dq, dk, dv apart):
+ *   q, out, dout        bf16 (B*T, Hq*D)   row n = b*T + t, query head h at columns [h*D, (h+1)*D)
+ *   k, v                bf16 (B*T, Hkv*D)  kv head j at columns [j*D, (j+1)*D)
+ *   dqkv                bf16 (B*T, (Hq + 2 Hkv)*D): row n holds dq's row, then dk's, then dv's, so the input
+ *                       gradient of the q, k, v projections is one product over K = (Hq + 2 Hkv)*D
  * Query head h reads kv head h / (Hq/Hkv); scale 1/sqrt(D); causal (t attends to u <= t); q and k
  * already carry RoPE. Numerics: bf16 into every GEMM with fp32 accumulation; scores, the softmax
  * and its backward in fp32; dK and dV are summed over a group's query heads in fp32 in a fixed
@@ -23,7 +25,7 @@
  *
  *   AttentionWorkspace *ws = attention_workspace_create(ATTN_FLASH, B, T, Hq, Hkv, D);
  *   attention_forward_gpu(cublas, ws, out, saved, q, k, v, stream);
- *   attention_backward_gpu(cublas, ws, dq, dk, dv, dout, out, saved, q, k, v, stream);  // overwrites dq, dk, dv
+ *   attention_backward_gpu(cublas, ws, dqkv, dout, out, saved, q, k, v, stream);  // overwrites dqkv
  *   attention_workspace_free(ws);
  *
  * The implementation is split by the project's rule that kernels include no host headers:
@@ -102,9 +104,9 @@ void attention_workspace_free(AttentionWorkspace *ws);
  * Buffers: device pointers, 16-byte aligned (cudaMalloc gives 256), none overlapping an output. */
 void attention_forward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *out, void *saved, const bf16_t *q,
                            const bf16_t *k, const bf16_t *v, cudaStream_t stream);
-void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dq, bf16_t *dk, bf16_t *dv,
-                            const bf16_t *dout, const bf16_t *out, const void *saved, const bf16_t *q,
-                            const bf16_t *k, const bf16_t *v, cudaStream_t stream);
+void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dqkv, const bf16_t *dout,
+                            const bf16_t *out, const void *saved, const bf16_t *q, const bf16_t *k, const bf16_t *v,
+                            cudaStream_t stream);
 
 /* ------------------------------------------------------------------------------------------------
  * Kernel launchers of the cuBLAS path (kernels/attention.cu), used by its sequence. */
@@ -136,9 +138,10 @@ void attention_softmax_forward(bf16_t *att, const float *scores, long rows, int 
 void attention_softmax_backward(float *buf, const bf16_t *att, long rows, int T, int block, float scale,
                                 cudaStream_t stream);
 
-/* dst (B*T, Hkv*D) bf16 = sum over the Hq/Hkv query heads of each kv group, in head order, of
- * heads (B, Hq, T, D) fp32 (fp32 sums, one rounding). Overwrites dst. */
-void attention_group_sum(bf16_t *dst, const float *heads, int B, int T, int Hq, int Hkv, int D, cudaStream_t stream);
+/* dst (B*T rows of Hkv*D bf16, ld elements apart) = sum over the Hq/Hkv query heads of each kv group, in head
+ * order, of heads (B, Hq, T, D) fp32 (fp32 sums, one rounding). Overwrites dst's Hkv*D columns. */
+void attention_group_sum(bf16_t *dst, long long ld, const float *heads, int B, int T, int Hq, int Hkv, int D,
+                         cudaStream_t stream);
 
 #ifdef __cplusplus
 }

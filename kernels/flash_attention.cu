@@ -233,6 +233,7 @@ struct Args {
     const float *lse;
     int T, Hq, group;
     long ldq, ldkv; // row strides of q-like and kv-like tensors (elements)
+    long ldg;       // of the gradient rows dq, dk, dv lie in (flash_attention_backward's layout)
     float scale, sl2; // 1/sqrt(D), and scale * log2 e
 };
 
@@ -456,8 +457,9 @@ __global__ void __launch_bounds__(kKvThreads, 1) flash_bwd_dkdv_kernel(const Arg
         }
         __syncthreads(); // this stage is overwritten by the loads of step s + 1
     }
-    store_rows<1, D>(sK, 16 * warp, dk, a.scale, a.dk + kv_off, a.ldkv, u0, T);
-    store_rows<1, D>(sV, 16 * warp, dv, 1.f, a.dv + kv_off, a.ldkv, u0, T);
+    const long g_off = (long)b * T * a.ldg + (long)kvh * D;
+    store_rows<1, D>(sK, 16 * warp, dk, a.scale, a.dk + g_off, a.ldg, u0, T);
+    store_rows<1, D>(sV, 16 * warp, dv, 1.f, a.dv + g_off, a.ldg, u0, T);
 }
 
 // ================================================================================================
@@ -530,7 +532,7 @@ __global__ void __launch_bounds__(kQThreads, 2) flash_bwd_dq_kernel(const Args a
         }
         __syncthreads(); // this stage is overwritten by the loads of iteration j + 1
     }
-    store_rows<1, D>(sQ, 16 * warp, dq, a.scale, a.dq + q_off, a.ldq, w0, T);
+    store_rows<1, D>(sQ, 16 * warp, dq, a.scale, a.dq + (long)b * T * a.ldg + (long)h * D, a.ldg, w0, T);
 }
 
 // ================================================================================================
@@ -640,16 +642,16 @@ extern "C" void flash_attention_forward(bf16_t *out, float *lse, const bf16_t *q
     }
 }
 
-extern "C" void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const bf16_t *dout,
-                                         const bf16_t *out, const float *lse, const bf16_t *q, const bf16_t *k,
-                                         const bf16_t *v, int B, int T, int Hq, int Hkv, int D, cudaStream_t stream) {
+extern "C" void flash_attention_backward(bf16_t *dqkv, void *work, const bf16_t *dout, const bf16_t *out,
+                                         const float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v, int B,
+                                         int T, int Hq, int Hkv, int D, cudaStream_t stream) {
     check_shape("flash_attention_backward", T, D);
     if (B <= 0 || T <= 0) return;
     Args a = make_args(T, Hq, Hkv, D);
     a.q = reinterpret_cast<const bf16 *>(q), a.k = reinterpret_cast<const bf16 *>(k);
     a.v = reinterpret_cast<const bf16 *>(v), a.fwd_out = reinterpret_cast<const bf16 *>(out);
-    a.dout = reinterpret_cast<const bf16 *>(dout), a.dq = reinterpret_cast<bf16 *>(dq);
-    a.dk = reinterpret_cast<bf16 *>(dk), a.dv = reinterpret_cast<bf16 *>(dv);
+    a.dout = reinterpret_cast<const bf16 *>(dout), a.dq = reinterpret_cast<bf16 *>(dqkv);
+    a.dk = a.dq + (long)Hq * D, a.dv = a.dk + (long)Hkv * D, a.ldg = (long)(Hq + 2 * Hkv) * D;
     a.lse = lse, a.delta = static_cast<float *>(work);
     switch (D) {
     case 16: delta<16>(a, B, stream); break;
@@ -659,7 +661,7 @@ extern "C" void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, voi
     }
     if (!strcmp(flash_attention_backward_kernel(D), "wgmma")) {
         void *rest = static_cast<char *>(work) + round256((size_t)B * Hq * T * sizeof(float));
-        flash_attention_backward_sm90(dq, dk, dv, rest, a.delta, dout, lse, q, k, v, B, T, Hq, Hkv, D, stream);
+        flash_attention_backward_sm90(dqkv, rest, a.delta, dout, lse, q, k, v, B, T, Hq, Hkv, D, stream);
         return;
     }
     switch (D) {

@@ -65,13 +65,13 @@ const char *flash_attention_backward_kernel(int D);
  * only (not on the GPU or MOKC_FLASH_BWD), so one size serves either kernel. */
 size_t flash_attention_backward_workspace_bytes(int B, int T, int Hq, int D);
 
-/* Overwrites dq, dk and dv (NOT accumulated) with the kernel flash_attention_backward_kernel
- * names, and the scratch `work` (256-byte aligned, flash_attention_backward_workspace_bytes; its
- * contents need no initialisation and are not kept). out and lse are the forward's for these q,
- * k, v. */
-void flash_attention_backward(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const bf16_t *dout, const bf16_t *out,
-                              const float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v, int B, int T,
-                              int Hq, int Hkv, int D, cudaStream_t stream);
+/* Overwrites dqkv (NOT accumulated; attention.h's layout: a token's dq, dk, dv in one row of (Hq + 2 Hkv) * D)
+ * with the kernel flash_attention_backward_kernel names, and the scratch `work` (256-byte aligned,
+ * flash_attention_backward_workspace_bytes; its contents need no initialisation and are not kept). out and lse
+ * are the forward's for these q, k, v. */
+void flash_attention_backward(bf16_t *dqkv, void *work, const bf16_t *dout, const bf16_t *out, const float *lse,
+                              const bf16_t *q, const bf16_t *k, const bf16_t *v, int B, int T, int Hq, int Hkv, int D,
+                              cudaStream_t stream);
 
 /* The wgmma forward (flash_attention_sm90.cu), for flash_attention_forward: whether it runs on the
  * current device (cached per device), and the launch (D = 128, else as flash_attention_forward). */
@@ -83,9 +83,9 @@ void flash_attention_forward_sm90(bf16_t *out, float *lse, const bf16_t *q, cons
  * runs where flash_attention_sm90_available): the bytes of its part of the scratch (0 for other
  * D), and the launch, given delta (already computed) and that part (`work`). */
 size_t flash_attention_backward_sm90_bytes(int B, int T, int Hq, int D);
-void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const float *delta,
-                                   const bf16_t *dout, const float *lse, const bf16_t *q, const bf16_t *k,
-                                   const bf16_t *v, int B, int T, int Hq, int Hkv, int D, cudaStream_t stream);
+void flash_attention_backward_sm90(bf16_t *dqkv, void *work, const float *delta, const bf16_t *dout,
+                                   const float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v, int B, int T,
+                                   int Hq, int Hkv, int D, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -114,7 +114,8 @@ struct Maps {
 };
 
 struct Params {
-    __nv_bfloat16 *dq, *dk, *dv;
+    __nv_bfloat16 *dq, *dk, *dv; // in rows of ldg elements a token (flash_attention_backward's layout)
+    long ldg;
     const float *lse, *delta;
     float *acc;     // (B, Hq, NQ) tiles of 64 x D fp32: the sums of dQ partials
     unsigned *ctr;  // [0]: the ticket; [1 + (b*Hq + h)*NQ + m]: kv blocks added into (b, h, m)
@@ -386,13 +387,13 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
                              : "memory");
         } else { /* the diagonal block: dq itself */
             const int t0 = kQRows * m, h = it.h0 + s % p.group;
-            __nv_bfloat16 *out = p.dq + ((long)it.b * p.T + t0 + rl) * p.Hq * D + (long)h * D + col0 + 2 * qd;
+            __nv_bfloat16 *out = p.dq + ((long)it.b * p.T + t0 + rl) * p.ldg + (long)h * D + col0 + 2 * qd;
 #pragma unroll
             for (int hf = 0; hf < 2; hf++) { /* query row rl + 8hf, columns col0 + 8i + 2qd, +1 */
                 if (t0 + rl + 8 * hf >= p.T) continue;
 #pragma unroll
                 for (int i = 0; i < 8; i++)
-                    *reinterpret_cast<uint32_t *>(out + 8l * hf * p.Hq * D + 8 * i) =
+                    *reinterpret_cast<uint32_t *>(out + 8l * hf * p.ldg + 8 * i) =
                         pack_bf16x2(dq[4 * i + 2 * hf] * p.scale, dq[4 * i + 2 * hf + 1] * p.scale);
             }
         }
@@ -502,7 +503,7 @@ __device__ __forceinline__ void consume(const Params &p, unsigned char *sm, cons
     if (computes(it.steps - 1, w)) dq_step(it.steps - 1);
 
     // dK (times the scale) and dV, rows below T.
-    const long ld = (long)p.Hkv * D;
+    const long ld = p.ldg;
     const long base = (long)it.b * p.T * ld + (long)it.kvh * D + 2 * qd;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
@@ -590,10 +591,9 @@ extern "C" size_t flash_attention_backward_sm90_bytes(int B, int T, int Hq, int 
     return counter_bytes(B, T, Hq) + (size_t)B * Hq * blocks_of(T, kQRows) * kQRows * D * sizeof(float);
 }
 
-extern "C" void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv, void *work, const float *delta,
-                                              const bf16_t *dout, const float *lse, const bf16_t *q,
-                                              const bf16_t *k, const bf16_t *v, int B, int T, int Hq, int Hkv, int D,
-                                              cudaStream_t stream) {
+extern "C" void flash_attention_backward_sm90(bf16_t *dqkv, void *work, const float *delta, const bf16_t *dout,
+                                              const float *lse, const bf16_t *q, const bf16_t *k, const bf16_t *v,
+                                              int B, int T, int Hq, int Hkv, int D, cudaStream_t stream) {
     if (B <= 0 || T <= 0) return;
     if (D != 64 && D != 128) {
         char what[128];
@@ -601,8 +601,8 @@ extern "C" void flash_attention_backward_sm90(bf16_t *dq, bf16_t *dk, bf16_t *dv
         mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
     }
     Params p;
-    p.dq = reinterpret_cast<__nv_bfloat16 *>(dq), p.dk = reinterpret_cast<__nv_bfloat16 *>(dk);
-    p.dv = reinterpret_cast<__nv_bfloat16 *>(dv);
+    p.dq = reinterpret_cast<__nv_bfloat16 *>(dqkv), p.dk = p.dq + (long)Hq * D, p.dv = p.dk + (long)Hkv * D;
+    p.ldg = (long)(Hq + 2 * Hkv) * D;
     p.lse = lse, p.delta = delta;
     p.ctr = static_cast<unsigned *>(work);
     p.acc = reinterpret_cast<float *>(static_cast<char *>(work) + counter_bytes(B, T, Hq));

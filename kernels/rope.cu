@@ -1,7 +1,7 @@
 /*
  * RoPE (rope.h): a double-precision table of cos/sin per (t, i), then an in-place elementwise
  * rotation of bf16 pairs (i, i + D/2) in fp32. VEC = 8 pairs per thread with 16-byte accesses when
- * (D/2) % 8 == 0 and the pointers are aligned, else 1.
+ * (D/2) % 8 == 0, the row pitch a multiple of 8 and the pointers are aligned, else 1.
  */
 #include "rope.h"
 
@@ -27,7 +27,8 @@ __global__ void rope_table_kernel(float *table, int T, int D, float theta) {
 
 /* One item = VEC pairs of one head of one row: items = B*T*H * (D/2 / VEC). */
 template <int VEC>
-__global__ void rope_kernel(__nv_bfloat16 *x, const float *table, long rows, int T, int H, int D, float sign) {
+__global__ void rope_kernel(__nv_bfloat16 *x, const float *table, long rows, int T, int H, int D, long ld,
+                            float sign) {
     const int half = D / 2, hv = half / VEC;
     const long items = rows * H * hv, stride = (long)gridDim.x * blockDim.x;
     for (long idx = (long)blockIdx.x * blockDim.x + threadIdx.x; idx < items; idx += stride) {
@@ -35,7 +36,7 @@ __global__ void rope_kernel(__nv_bfloat16 *x, const float *table, long rows, int
         const int i0 = (int)(idx - nh * hv) * VEC;
         const long n = nh / H;
         const int t = (int)(n % T);
-        __nv_bfloat16 *x1p = x + nh * D + i0, *x2p = x1p + half;
+        __nv_bfloat16 *x1p = x + n * ld + (nh - n * H) * D + i0, *x2p = x1p + half;
         const float *cp = table + (long)t * D + i0, *sp = cp + half;
         float x1[VEC], x2[VEC], c[VEC], s[VEC];
         load_bf16<VEC>(x1, x1p);
@@ -70,16 +71,23 @@ extern "C" void gpu_rope_table_init(float *table, int T, int D, float theta, cud
     cudaCheckLaunch();
 }
 
-extern "C" void gpu_rope(bf16_t *x, const float *table, int B, int T, int H, int D, int inverse,
-                             cudaStream_t stream) {
+extern "C" void gpu_rope(bf16_t *x, const float *table, int B, int T, int H, int D, long ld, int inverse,
+                         cudaStream_t stream) {
     check_even(D, "gpu_rope");
     const long rows = (long)B * T;
     if (rows <= 0 || H <= 0) return;
+    if (ld < (long)H * D) {
+        char what[128];
+        snprintf(what, sizeof what, "gpu_rope: rows %ld elements apart cannot hold %d heads of %d", ld, H, D);
+        mokc_cuda_check(cudaErrorInvalidValue, what, __FILE__, __LINE__);
+    }
     __nv_bfloat16 *xb = reinterpret_cast<__nv_bfloat16 *>(x);
     const float sign = inverse ? -1.0f : 1.0f;
-    if ((D / 2) % 8 == 0 && aligned16(x) && aligned16(table))
-        rope_kernel<8><<<grid_for(rows * H * (D / 16), kThreads), kThreads, 0, stream>>>(xb, table, rows, T, H, D, sign);
+    if ((D / 2) % 8 == 0 && ld % 8 == 0 && aligned16(x) && aligned16(table))
+        rope_kernel<8><<<grid_for(rows * H * (D / 16), kThreads), kThreads, 0, stream>>>(xb, table, rows, T, H, D, ld,
+                                                                                          sign);
     else
-        rope_kernel<1><<<grid_for(rows * H * (D / 2), kThreads), kThreads, 0, stream>>>(xb, table, rows, T, H, D, sign);
+        rope_kernel<1><<<grid_for(rows * H * (D / 2), kThreads), kThreads, 0, stream>>>(xb, table, rows, T, H, D, ld,
+                                                                                         sign);
     cudaCheckLaunch();
 }

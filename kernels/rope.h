@@ -28,12 +28,13 @@ long gpu_rope_table_floats(int T, int D);
  * longest sequence: a table of T_max rows serves every T <= T_max. */
 void gpu_rope_table_init(float *table, int T, int D, float theta, cudaStream_t stream);
 
-/* Rotates x in place: x bf16 (B*T, H*D) row-major, head h of row n at x + (n*H + h)*D.
+/* Rotates x in place: x bf16, B*T rows of H heads of D, rows ld elements apart (ld >= H*D: the heads may be the
+ * start of a wider row, the rest untouched), head h of row n at x + n*ld + h*D.
  * table from gpu_rope_table_init with the same D and at least T rows. inverse = 0 forward rotation, 1 the inverse
  * (the backward: apply to the gradient dq / dk, also in place). B*T*H == 0 launches nothing.
- * Alignment: none required; with (D/2) % 8 == 0 and x, table 16-byte aligned it moves 8 elements
+ * Alignment: none required; with (D/2) % 8 == 0, ld % 8 == 0 and x, table 16-byte aligned it moves 8 elements
  * per access, otherwise 1 (same results). */
-void gpu_rope(bf16_t *x, const float *table, int B, int T, int H, int D, int inverse, cudaStream_t stream);
+void gpu_rope(bf16_t *x, const float *table, int B, int T, int H, int D, long ld, int inverse, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -14,9 +14,9 @@
  * (query head h -> kv head h / group) and the strided per-head views live in the pointer tables.
  *
  * cuBLAS backward sequence: dP = dO V^T into the scores scratch; dS (bf16) in place over it;
- * dQ = dS K straight into dq; dK_h = dS_h^T Q_h and dV_h = P_h^T dO_h per query head into an fp32
- * scratch, then summed over each kv group in head order (when Hq == Hkv they go straight into dk,
- * dv).
+ * dQ = dS K straight into dq's part of the gradient rows; dK_h = dS_h^T Q_h and dV_h = P_h^T dO_h per query
+ * head into an fp32 scratch, then summed over each kv group in head order (when Hq == Hkv they go straight
+ * into dk's and dv's parts).
  */
 #include "../../kernels/attention.h"
 
@@ -138,14 +138,16 @@ void attention_workspace_free(AttentionWorkspace *ws) {
 
 /* ---- pointer rules (bytes). Row block i starts at row r0 = i*tb; column block j at c0 = j*tb. ---- */
 
-/* A (B*T, H*D) bf16 activation (q, out, dout, dq), query head h, rows from r0. */
-static AttnPtrRule rule_qrows(const void *base, const AttentionWorkspace *ws) {
-    long long row = (long long)ws->Hq * ws->D * 2;
+/* A bf16 activation of query heads (q, out, dout: (B*T, Hq*D); dq: in the gradient rows), rows ld elements
+ * apart; query head h, rows from r0. */
+static AttnPtrRule rule_qrows(const void *base, const AttentionWorkspace *ws, long long ld) {
+    long long row = ld * 2;
     return (AttnPtrRule){(unsigned long long)(uintptr_t)base, ws->T * row, (long long)ws->D * 2, 0, ws->tb * row};
 }
-/* A (B*T, Hkv*D) bf16 activation (k, v, dk, dv), kv head h / group, rows from r0 (blk = 1) or 0. */
-static AttnPtrRule rule_kvrows(const void *base, const AttentionWorkspace *ws, int per_block) {
-    long long row = (long long)ws->Hkv * ws->D * 2;
+/* A bf16 activation of kv heads (k, v: (B*T, Hkv*D); dk, dv: in the gradient rows), rows ld elements apart;
+ * kv head h / group, rows from r0 (blk = 1) or 0. */
+static AttnPtrRule rule_kvrows(const void *base, const AttentionWorkspace *ws, long long ld, int per_block) {
+    long long row = ld * 2;
     return (AttnPtrRule){(unsigned long long)(uintptr_t)base, ws->T * row, 0, (long long)ws->D * 2,
                          per_block ? ws->tb * row : 0};
 }
@@ -186,12 +188,12 @@ static void cublas_forward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t
     bind_stream(cublas, stream);
     enum { S_Q, S_K, S_S, O_P, O_V, O_OUT, N_FWD };
     AttnPtrRule rules[N_FWD];
-    rules[S_Q] = rule_qrows(q, ws);
-    rules[S_K] = rule_kvrows(k, ws, 0);
+    rules[S_Q] = rule_qrows(q, ws, (long long)Hq * D);
+    rules[S_K] = rule_kvrows(k, ws, (long long)Hkv * D, 0);
     rules[S_S] = rule_square(ws->scores, ws, (long long)T * 4, 0, 4);
     rules[O_P] = rule_square(att, ws, (long long)T * 2, 0, 2);
-    rules[O_V] = rule_kvrows(v, ws, 0);
-    rules[O_OUT] = rule_qrows(out, ws);
+    rules[O_V] = rule_kvrows(v, ws, (long long)Hkv * D, 0);
+    rules[O_OUT] = rule_qrows(out, ws, (long long)Hq * D);
     attention_fill_pointers(ws->table, rules, N_FWD, ws->nb, ws->B, Hq, ws->group, stream);
 
     /* S[r0:r0+m, 0:end] = Q[r0:r0+m] K[0:end]^T (fp32). */
@@ -209,26 +211,27 @@ static void cublas_forward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t
     }
 }
 
-static void cublas_backward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dq, bf16_t *dk, bf16_t *dv,
-                            const bf16_t *dout, const bf16_t *att, const bf16_t *q, const bf16_t *k, const bf16_t *v,
-                            cudaStream_t stream) {
+static void cublas_backward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dqkv, const bf16_t *dout,
+                            const bf16_t *att, const bf16_t *q, const bf16_t *k, const bf16_t *v, cudaStream_t stream) {
     const int T = ws->T, D = ws->D, Hq = ws->Hq, Hkv = ws->Hkv, batch = ws->B * ws->Hq;
+    const long long ldq = (long long)Hq * D, ldkv = (long long)Hkv * D, ldg = ldq + 2 * ldkv;
+    bf16_t *dq = dqkv, *dk = dqkv + ldq, *dv = dk + ldkv;
     const int direct = ws->group == 1; /* dK/dV straight into dk/dv: no group to sum */
     bind_stream(cublas, stream);
     enum { P_DO, P_V, P_S, Q_DS, Q_K, Q_DQ, K_DS, K_Q, K_OUT, V_P, V_DO, V_OUT, N_BWD };
     AttnPtrRule rules[N_BWD];
-    rules[P_DO] = rule_qrows(dout, ws);
-    rules[P_V] = rule_kvrows(v, ws, 0);
+    rules[P_DO] = rule_qrows(dout, ws, ldq);
+    rules[P_V] = rule_kvrows(v, ws, ldkv, 0);
     rules[P_S] = rule_square(ws->scores, ws, (long long)T * 4, 0, 4);
     rules[Q_DS] = rule_square(ws->scores, ws, (long long)T * 4, 0, 2); /* bf16 dS, row r at byte 4*T*r */
-    rules[Q_K] = rule_kvrows(k, ws, 0);
-    rules[Q_DQ] = rule_qrows(dq, ws);
+    rules[Q_K] = rule_kvrows(k, ws, ldkv, 0);
+    rules[Q_DQ] = rule_qrows(dq, ws, ldg);
     rules[K_DS] = rule_square(ws->scores, ws, (long long)T * 4, 1, 2); /* dS[c0:, c0:] */
-    rules[K_Q] = rule_qrows(q, ws);
-    rules[K_OUT] = direct ? rule_kvrows(dk, ws, 1) : rule_heads(ws);
+    rules[K_Q] = rule_qrows(q, ws, ldq);
+    rules[K_OUT] = direct ? rule_kvrows(dk, ws, ldg, 1) : rule_heads(ws);
     rules[V_P] = rule_square(att, ws, (long long)T * 2, 1, 2); /* P[c0:, c0:] */
-    rules[V_DO] = rule_qrows(dout, ws);
-    rules[V_OUT] = direct ? rule_kvrows(dv, ws, 1) : rule_heads(ws);
+    rules[V_DO] = rule_qrows(dout, ws, ldq);
+    rules[V_OUT] = direct ? rule_kvrows(dv, ws, ldg, 1) : rule_heads(ws);
     attention_fill_pointers(ws->table, rules, N_BWD, ws->nb, ws->B, Hq, ws->group, stream);
 
     /* dP[r0:r0+m, 0:end] = dO[r0:r0+m] V[0:end]^T (fp32). */
@@ -243,24 +246,24 @@ static void cublas_backward(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_
     for (int i = 0; i < ws->nb; i++) {
         int r0 = i * ws->tb, m = T - r0 < ws->tb ? T - r0 : ws->tb, end = r0 + m;
         gemm_rm_batched(cublas, 0, 0, m, D, end, tab(ws, Q_DS, i), GEMM_BF16, 2 * T, tab(ws, Q_K, i), GEMM_BF16,
-                        Hkv * D, tab_out(ws, Q_DQ, i), GEMM_BF16, Hq * D, batch, 1.0f, 0.0f);
+                        Hkv * D, tab_out(ws, Q_DQ, i), GEMM_BF16, (int)ldg, batch, 1.0f, 0.0f);
     }
     /* dK_h[c0:c0+m] = dS[c0:T, c0:c0+m]^T Q[c0:T]; then the group sum (fixed head order). */
     GemmType out_type = direct ? GEMM_BF16 : GEMM_F32;
-    int ld_out = direct ? Hkv * D : D;
+    int ld_out = direct ? (int)ldg : D;
     for (int j = 0; j < ws->nb; j++) {
         int c0 = j * ws->tb, m = T - c0 < ws->tb ? T - c0 : ws->tb;
         gemm_rm_batched(cublas, 1, 0, m, D, T - c0, tab(ws, K_DS, j), GEMM_BF16, 2 * T, tab(ws, K_Q, j), GEMM_BF16,
                         Hq * D, tab_out(ws, K_OUT, j), out_type, ld_out, batch, 1.0f, 0.0f);
     }
-    if (!direct) attention_group_sum(dk, ws->heads, ws->B, T, Hq, Hkv, D, stream);
+    if (!direct) attention_group_sum(dk, ldg, ws->heads, ws->B, T, Hq, Hkv, D, stream);
     /* dV_h[c0:c0+m] = P[c0:T, c0:c0+m]^T dO[c0:T]; then the group sum. */
     for (int j = 0; j < ws->nb; j++) {
         int c0 = j * ws->tb, m = T - c0 < ws->tb ? T - c0 : ws->tb;
         gemm_rm_batched(cublas, 1, 0, m, D, T - c0, tab(ws, V_P, j), GEMM_BF16, T, tab(ws, V_DO, j), GEMM_BF16,
                         Hq * D, tab_out(ws, V_OUT, j), out_type, ld_out, batch, 1.0f, 0.0f);
     }
-    if (!direct) attention_group_sum(dv, ws->heads, ws->B, T, Hq, Hkv, D, stream);
+    if (!direct) attention_group_sum(dv, ldg, ws->heads, ws->B, T, Hq, Hkv, D, stream);
 }
 
 void attention_forward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *out, void *saved, const bf16_t *q,
@@ -271,12 +274,12 @@ void attention_forward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t
         cublas_forward(cublas, ws, out, saved, q, k, v, stream);
 }
 
-void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dq, bf16_t *dk, bf16_t *dv,
-                            const bf16_t *dout, const bf16_t *out, const void *saved, const bf16_t *q,
-                            const bf16_t *k, const bf16_t *v, cudaStream_t stream) {
+void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_t *dqkv, const bf16_t *dout,
+                            const bf16_t *out, const void *saved, const bf16_t *q, const bf16_t *k, const bf16_t *v,
+                            cudaStream_t stream) {
     if (ws->impl == ATTN_FLASH)
-        flash_attention_backward(dq, dk, dv, ws->flash, dout, out, saved, q, k, v, ws->B, ws->T, ws->Hq, ws->Hkv,
-                                 ws->D, stream);
+        flash_attention_backward(dqkv, ws->flash, dout, out, saved, q, k, v, ws->B, ws->T, ws->Hq, ws->Hkv, ws->D,
+                                 stream);
     else
-        cublas_backward(cublas, ws, dq, dk, dv, dout, saved, q, k, v, stream);
+        cublas_backward(cublas, ws, dqkv, dout, saved, q, k, v, stream);
 }

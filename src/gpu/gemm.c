@@ -31,6 +31,7 @@ typedef struct {
     GemmType ta, tb, tc;
     int device;
     uint32_t align_a, align_b, align_c; /* bytes the pointers are aligned to, <= 256 */
+    int64_t ld[3];                      /* A's, B's, C's leading dimension; 0: packed (the stored row's width) */
 } PlanKey;
 
 typedef struct {
@@ -84,12 +85,13 @@ static void plans_clear(void) {
     n_plans = 0;
 }
 
-/* The stored shapes of a problem as cuBLASLt's column-major layouts (rows, cols; the leading
- * dimension is the rows). */
-static void layout_shapes(const PlanKey *key, int M, int K, uint64_t shape[3][2]) {
+/* The stored shapes of a problem as cuBLASLt's column-major layouts (rows, cols, leading dimension: a row-major
+ * row is a column-major column, so the key's leading dimension is the layout's, packed the rows). */
+static void layout_shapes(const PlanKey *key, int M, int K, uint64_t shape[3][3]) {
     shape[0][0] = (uint64_t)(key->trans_a ? M : K), shape[0][1] = (uint64_t)(key->trans_a ? K : M); /* A */
     shape[1][0] = (uint64_t)(key->trans_b ? K : key->N), shape[1][1] = (uint64_t)(key->trans_b ? key->N : K); /* B */
     shape[2][0] = (uint64_t)key->N, shape[2][1] = (uint64_t)M; /* C */
+    for (int i = 0; i < 3; i++) shape[i][2] = key->ld[i] ? (uint64_t)key->ld[i] : shape[i][0];
 }
 
 static Plan *plan_of(const PlanKey *key) {
@@ -108,11 +110,11 @@ static Plan *plan_of(const PlanKey *key) {
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-    uint64_t s[3][2];
+    uint64_t s[3][3];
     layout_shapes(key, key->M, key->K, s);
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), s[0][0], s[0][1], (int64_t)s[0][0]));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), s[1][0], s[1][1], (int64_t)s[1][0]));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), s[2][0], s[2][1], (int64_t)s[2][0]));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, dtype(key->ta), s[0][0], s[0][1], (int64_t)s[0][2]));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, dtype(key->tb), s[1][0], s[1][1], (int64_t)s[1][2]));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, dtype(key->tc), s[2][0], s[2][1], (int64_t)s[2][2]));
     cublasLtMatmulPreference_t pref;
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws_bytes = 0;
@@ -152,11 +154,11 @@ static uint32_t alignment(const void *p) {
 
 /* The exact shape into a dynamic plan's layouts (a plan's layouts start at its key's shape). */
 static void set_shape(Plan *p, int M, int K) {
-    uint64_t s[3][2];
+    uint64_t s[3][3];
     layout_shapes(&p->key, M, K, s);
     cublasLtMatrixLayout_t l[3] = {p->la, p->lb, p->lc};
     for (int i = 0; i < 3; i++) {
-        const int64_t ld = (int64_t)s[i][0];
+        const int64_t ld = (int64_t)s[i][2];
         cublasCheck(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_ROWS, &s[i][0], sizeof s[i][0]));
         cublasCheck(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_COLS, &s[i][1], sizeof s[i][1]));
         cublasCheck(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld));
@@ -169,13 +171,25 @@ static void set_shape(Plan *p, int M, int K) {
  * so the bits stay fixed). */
 static void lt_matmul(int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta, const void *B,
                       GemmType tb, const void *C, void *D, GemmType tc, float alpha, float beta, int dynamic,
-                      cudaStream_t stream) {
+                      const int64_t ld[3], cudaStream_t stream) {
     if (M == 0 || N == 0) return;
     if (K <= 0 || M < 0 || N < 0)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gemm: a %dx%dx%d product (internal: K must be positive)", M, N, K);
     PlanKey key;
     memset(&key, 0, sizeof key); /* the key is hashed and compared as bytes: no stray padding */
     key.trans_a = trans_a, key.trans_b = trans_b, key.M = M, key.N = N, key.K = K, key.accumulate = beta != 0;
+    if (ld) {
+        uint64_t s[3][3];
+        layout_shapes(&key, M, K, s); /* key.ld still 0: the packed widths */
+        for (int i = 0; i < 3; i++) {
+            if (ld[i] < (int64_t)s[i][0])
+                mokc_die(MOKC_EXIT_RUNTIME, NULL,
+                         "gemm: a %dx%dx%d product (trans %d/%d) with operand %c's rows %lld elements apart, fewer "
+                         "than the %llu of a row (internal)", M, N, K, trans_a, trans_b, "ABC"[i], (long long)ld[i],
+                         (unsigned long long)s[i][0]);
+            key.ld[i] = ld[i] == (int64_t)s[i][0] ? 0 : ld[i]; /* packed shares the packed plan */
+        }
+    }
     key.dynamic = dynamic;
     if (dynamic) dynamic_dims(&key, M, K);
     key.ta = ta, key.tb = tb, key.tc = tc;
@@ -199,21 +213,30 @@ void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, co
              const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 0, stream);
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 0, NULL, stream);
+}
+
+void gemm_rm_ld(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+                long lda, const void *B, GemmType tb, long ldb, void *C, GemmType tc, long ldc, float alpha,
+                float beta) {
+    cudaStream_t stream;
+    cublasCheck(cublasGetStream(h, &stream));
+    const int64_t ld[3] = {lda, ldb, ldc};
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 0, ld, stream);
 }
 
 void gemm_rm_out(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                  const void *B, GemmType tb, const float *C, float *D, float alpha, float beta) {
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, D, GEMM_F32, alpha, beta, 0, stream);
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, D, GEMM_F32, alpha, beta, 0, NULL, stream);
 }
 
 void gemm_rm_dynamic(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
                      const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta) {
     cudaStream_t stream;
     cublasCheck(cublasGetStream(h, &stream));
-    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 1, stream);
+    lt_matmul(trans_a, trans_b, M, N, K, A, ta, B, tb, C, C, tc, alpha, beta, 1, NULL, stream);
 }
 
 void gemm_rm_strided(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,

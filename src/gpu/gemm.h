@@ -19,6 +19,11 @@ typedef enum { GEMM_BF16, GEMM_F32 } GemmType;
  * trans_a. op(B) is (K,N): B is stored (K,N), or (N,K) when trans_b. */
 void gemm_rm(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
              const void *B, GemmType tb, void *C, GemmType tc, float alpha, float beta);
+/* The same with operands inside wider rows: lda, ldb, ldc elements between consecutive rows of A, B and C as
+ * stored (at least the stored row's width: K or M for A, N or K for B, N for C). */
+void gemm_rm_ld(cublasHandle_t h, int trans_a, int trans_b, int M, int N, int K, const void *A, GemmType ta,
+                long lda, const void *B, GemmType tb, long ldb, void *C, GemmType tc, long ldc, float alpha,
+                float beta);
 /* The same into another buffer: D[M,N] = alpha * op(A) @ op(B) + beta * C, C and D fp32 of shape (M,N), apart or
  * the same (a residual stream's add without copying it first): the same bits as gemm_rm on a copy of C aligned
  * as D (the alignment picks the algorithm). fp32 only: with a bf16 C, cuBLASLt's out-of-place results differed

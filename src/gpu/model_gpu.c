@@ -24,6 +24,7 @@
 #include "../../kernels/adamw.h"
 #include "../../kernels/attention.h"
 #include "../../kernels/cast.h"
+#include "../../kernels/copy_rows.h"
 #include "../../kernels/cross_entropy.h"
 #include "../../kernels/embedding.h"
 #include "../../kernels/reduce.h"
@@ -87,6 +88,7 @@ struct GpuModel {
     int experts_unwritten;        /* the next MoE backward writes the routed experts' gradients */
     int norm_queued;              /* every tensor's squares are queued on the comm stream (norm_partials) */
     bf16_t *params_bf16;
+    bf16_t *wqkv_bf16;            /* (L, C, QD + 2 KD): each layer's bf16 wq, wk, wv side by side (qkv_weights_copy) */
     float *expert_bias;           /* (L, E) */
     /* inputs */
     int *tokens, *targets, *emb_order, *emb_start, *emb_id;
@@ -110,7 +112,7 @@ struct GpuModel {
     bf16_t *dlogits;
     /* backward scratch */
     float *dres, *dln, *dh, *rms_scratch;
-    bf16_t *dres_bf16, *datty, *dq, *dk, *dv, *dg, *du;
+    bf16_t *dres_bf16, *datty, *dqkv, *dg, *du; /* dqkv: a token's dq, dk, dv in one row (attention.h) */
     double *partials, *scalars, *h_scalars;
     AttnImpl attn_impl;
     int qk_rope_fused;            /* q, k projections by gemm_sm90_rope, not cuBLAS + gpu_rope */
@@ -210,6 +212,7 @@ static void plan_model(GpuModel *g) {
     memory_plan_init(&g->plan);
     PLAN("params", MEM_PARAMS, P, float, &g->params);
     PLAN("params_bf16", MEM_PARAMS, P, bf16_t, &g->params_bf16);
+    PLAN("wqkv_bf16", MEM_PARAMS, (size_t)d->L * C * (QD + 2 * KD), bf16_t, &g->wqkv_bf16);
     PLAN("expert_bias", MEM_PARAMS, (size_t)d->L * (d->E > 0 ? d->E : 1), float, &g->expert_bias);
     PLAN("grads", MEM_GRADS, P, float, &g->grads);
     memory_plan_add(&g->plan, "adam_m", MEM_OPTIMIZER, P * moment_bytes(g), &g->adam_m);
@@ -237,9 +240,7 @@ static void plan_model(GpuModel *g) {
     PLAN("dres_bf16", MEM_WORKSPACE, N * C, bf16_t, &g->dres_bf16);
     PLAN("dln", MEM_WORKSPACE, N * C, float, &g->dln);
     PLAN("datty", MEM_WORKSPACE, N * QD, bf16_t, &g->datty);
-    PLAN("dq", MEM_WORKSPACE, N * QD, bf16_t, &g->dq);
-    PLAN("dk", MEM_WORKSPACE, N * KD, bf16_t, &g->dk);
-    PLAN("dv", MEM_WORKSPACE, N * KD, bf16_t, &g->dv);
+    PLAN("dqkv", MEM_WORKSPACE, N * (QD + 2 * KD), bf16_t, &g->dqkv);
     PLAN("dh", MEM_WORKSPACE, N * I, float, &g->dh);
     PLAN("dg", MEM_WORKSPACE, N * I, bf16_t, &g->dg);
     PLAN("du", MEM_WORKSPACE, N * I, bf16_t, &g->du);
@@ -388,6 +389,21 @@ static void download_moment(GpuModel *g, float *host, const void *dev) {
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
+/* Each layer's bf16 wq, wk and wv side by side in one (C, QD + 2 KD) matrix, so the backward's input gradient of
+ * the three projections is one product (dqkv's rows against it) instead of three adding into d ln1; copied from
+ * params_bf16 whenever that changes. */
+static void qkv_weights_copy(GpuModel *g) {
+    const ModelDims *d = g->d;
+    const size_t C = (size_t)d->C, QD = (size_t)d->Hq * d->D, KD = (size_t)d->Hkv * d->D, QKV = QD + 2 * KD;
+    for (int l = 0; l < d->L; l++) {
+        const LayerOffsets *o = &g->t->layers[l];
+        const size_t off[3] = {o->wq, o->wk, o->wv}, cols[3] = {0, QD, QD + KD}, width[3] = {QD, KD, KD};
+        for (int i = 0; i < 3; i++)
+            gpu_copy_rows_bf16(g->wqkv_bf16 + l * C * QKV + cols[i], (long)QKV, W16(off[i]), (long)width[i], (long)C,
+                               (long)width[i], g->stream);
+    }
+}
+
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v) {
     size_t bytes = g->t->total * sizeof(float);
     /* on the model's stream: a cudaMemcpy from pageable memory may return before its data has
@@ -397,6 +413,7 @@ void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, co
     if (m) upload_moment(g, g->adam_m, m);
     if (v) upload_moment(g, g->adam_v, v);
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
+    qkv_weights_copy(g);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
@@ -417,6 +434,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
     cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
     cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
     gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
+    qkv_weights_copy(g);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
@@ -524,8 +542,8 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
     } else {
         gemm_rm(g->blas, 0, 0, N, QD, C, a->ln1, GEMM_BF16, W16(o->wq), GEMM_BF16, a->q, GEMM_BF16, 1, 0);
         gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wk), GEMM_BF16, a->k, GEMM_BF16, 1, 0);
-        gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, 0, s);
-        gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, 0, s);
+        gpu_rope(a->q, g->rope_table, g->B, g->T, d->Hq, d->D, QD, 0, s);
+        gpu_rope(a->k, g->rope_table, g->B, g->T, d->Hkv, d->D, KD, 0, s);
     }
     mark(g, STEP_ATTENTION, "v proj");
     gemm_rm(g->blas, 0, 0, N, KD, C, a->ln1, GEMM_BF16, W16(o->wv), GEMM_BF16, a->v, GEMM_BF16, 1, 0);
@@ -782,19 +800,18 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     mark(g, STEP_ATTENTION, "o proj wgrad");
     gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
     mark(g, STEP_ATTENTION, "attention bwd");
-    attention_backward_gpu(g->blas, g->attn, g->dq, g->dk, g->dv, g->datty, a->atty, a->attn_saved, a->q, a->k, a->v,
-                           s);
-    mark(g, STEP_ATTENTION, "rope bwd");
-    gpu_rope(g->dq, g->rope_table, g->B, g->T, d->Hq, d->D, 1, s);
-    gpu_rope(g->dk, g->rope_table, g->B, g->T, d->Hkv, d->D, 1, s);
-    mark(g, STEP_ATTENTION, "q k v proj dgrad");
-    gemm_rm(g->blas, 0, 1, N, C, QD, g->dq, GEMM_BF16, W16(o->wq), GEMM_BF16, g->dln, GEMM_F32, 1, 0);
-    gemm_rm(g->blas, 0, 1, N, C, KD, g->dk, GEMM_BF16, W16(o->wk), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
-    gemm_rm(g->blas, 0, 1, N, C, KD, g->dv, GEMM_BF16, W16(o->wv), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
+    attention_backward_gpu(g->blas, g->attn, g->dqkv, g->datty, a->atty, a->attn_saved, a->q, a->k, a->v, s);
+    mark(g, STEP_ATTENTION, "rope bwd"); /* dq's heads and dk's, the start of each row: one pass */
+    const int QKV = QD + 2 * KD;
+    gpu_rope(g->dqkv, g->rope_table, g->B, g->T, d->Hq + d->Hkv, d->D, QKV, 1, s);
+    mark(g, STEP_ATTENTION, "q k v proj dgrad"); /* one product over K = QD + 2 KD: d ln1 written once */
+    gemm_rm(g->blas, 0, 1, N, C, QKV, g->dqkv, GEMM_BF16, g->wqkv_bf16 + (size_t)l * C * QKV, GEMM_BF16, g->dln,
+            GEMM_F32, 1, 0);
     mark(g, STEP_ATTENTION, "q k v proj wgrad");
-    gemm_rm(g->blas, 1, 0, C, QD, N, a->ln1, GEMM_BF16, g->dq, GEMM_BF16, G32(o->wq), GEMM_F32, 1, 1);
-    gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dk, GEMM_BF16, G32(o->wk), GEMM_F32, 1, 1);
-    gemm_rm(g->blas, 1, 0, C, KD, N, a->ln1, GEMM_BF16, g->dv, GEMM_BF16, G32(o->wv), GEMM_F32, 1, 1);
+    const size_t w_off[3] = {o->wq, o->wk, o->wv};
+    for (int i = 0, col = 0; i < 3; col += i ? KD : QD, i++)
+        gemm_rm_ld(g->blas, 1, 0, C, i ? KD : QD, N, a->ln1, GEMM_BF16, C, g->dqkv + col, GEMM_BF16, QKV,
+                   G32(w_off[i]), GEMM_F32, i ? KD : QD, 1, 1);
     mark(g, STEP_ATTENTION, "attn norm bwd");
     gpu_rmsnorm_backward(g->dres, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
                          a->rstd1, N, C, s);
@@ -866,6 +883,7 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
                   moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel, lr, tc->beta1, tc->beta2, tc->eps,
                   p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
     }
+    qkv_weights_copy(g);
     step_timer_end(&g->timer);
 }
 

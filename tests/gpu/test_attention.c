@@ -172,7 +172,7 @@ static void ref_free(AttRef *r) { free(r->out), free(r->att), free(r->dq), free(
 
 /* GPU outputs of one forward + backward, in poisoned buffers. */
 typedef struct {
-    bf16_t *out, *dq, *dk, *dv;
+    bf16_t *out, *dqkv; /* dqkv: a token's dq, dk, dv in one row (attention.h) */
     void *saved;
     size_t saved_bytes;
 } AttOut;
@@ -181,18 +181,26 @@ static void outputs_alloc(AttOut *o, const AttCase *c, AttnImpl impl) {
     o->out = gpu_poisoned(c->nq * sizeof(bf16_t));
     o->saved_bytes = attention_saved_bytes(impl, c->s.B, c->s.T, c->s.Hq);
     o->saved = gpu_poisoned(o->saved_bytes);
-    o->dq = gpu_poisoned(c->nq * sizeof(bf16_t));
-    o->dk = gpu_poisoned(c->nkv * sizeof(bf16_t));
-    o->dv = gpu_poisoned(c->nkv * sizeof(bf16_t));
+    o->dqkv = gpu_poisoned((c->nq + 2 * c->nkv) * sizeof(bf16_t));
 }
 static void outputs_free(AttOut *o) {
-    cudaCheck(cudaFree(o->out)), cudaCheck(cudaFree(o->saved)), cudaCheck(cudaFree(o->dq));
-    cudaCheck(cudaFree(o->dk)), cudaCheck(cudaFree(o->dv));
+    cudaCheck(cudaFree(o->out)), cudaCheck(cudaFree(o->saved)), cudaCheck(cudaFree(o->dqkv));
 }
 
 static void run_gpu(cublasHandle_t h, AttentionWorkspace *ws, const AttCase *c, AttOut *o, cudaStream_t stream) {
     attention_forward_gpu(h, ws, o->out, o->saved, c->d_q, c->d_k, c->d_v, stream);
-    attention_backward_gpu(h, ws, o->dq, o->dk, o->dv, c->d_dout, o->out, o->saved, c->d_q, c->d_k, c->d_v, stream);
+    attention_backward_gpu(h, ws, o->dqkv, c->d_dout, o->out, o->saved, c->d_q, c->d_k, c->d_v, stream);
+}
+
+/* The part of each gradient row (dq: part 0, dk: 1, dv: 2) as a packed (B*T, H*D) array of `elem`-byte
+ * elements (the bf16 bits, or floats). */
+static void *grad_part(const void *rows, const AttShape *s, int part, size_t elem) {
+    const long n = (long)s->B * s->T, wq = (long)s->Hq * s->D, wkv = (long)s->Hkv * s->D, ld = wq + 2 * wkv;
+    const long w = part ? wkv : wq, at = part == 0 ? 0 : part == 1 ? wq : wq + wkv;
+    char *out = malloc((size_t)(n * w) * elem);
+    for (long r = 0; r < n; r++) memcpy(out + (size_t)(r * w) * elem, (const char *)rows + (size_t)(r * ld + at) * elem,
+                                        (size_t)w * elem);
+    return out;
 }
 
 static float *download_f(const bf16_t *dev, long n) {
@@ -333,10 +341,10 @@ static void test_attention_matches_cpu(void) {
             variant_select(&vs[m]);
             AttentionWorkspace *ws = attention_workspace_create(impl, s.B, s.T, s.Hq, s.Hkv, s.D);
             AttOut o;
-            outputs_alloc(&o, &c, impl); /* dq, dk, dv poisoned: an accumulate instead of an overwrite shows */
+            outputs_alloc(&o, &c, impl); /* dqkv poisoned: an accumulate instead of an overwrite shows */
             run_gpu(env.cublas, ws, &c, &o, env.stream);
-            float *out = download_f(o.out, c.nq), *dq = download_f(o.dq, c.nq);
-            float *dk = download_f(o.dk, c.nkv), *dv = download_f(o.dv, c.nkv);
+            float *out = download_f(o.out, c.nq), *grads = download_f(o.dqkv, c.nq + 2 * c.nkv);
+            float *dq = grad_part(grads, &s, 0, 4), *dk = grad_part(grads, &s, 1, 4), *dv = grad_part(grads, &s, 2, 4);
             void *saved = download_raw(o.saved, o.saved_bytes);
             check_act("out", name, &s, s.Hq, out, ref.out);
             check_act("dq", name, &s, s.Hq, dq, ref.dq);
@@ -344,7 +352,7 @@ static void test_attention_matches_cpu(void) {
             check_act("dv", name, &s, s.Hkv, dv, ref.dv);
             if (impl == ATTN_FLASH) check_lse(name, &s, saved, ref.lse, c.nrow);
             else check_att(&s, saved, ref.att);
-            free(out), free(dq), free(dk), free(dv), free(saved);
+            free(out), free(grads), free(dq), free(dk), free(dv), free(saved);
             outputs_free(&o);
             attention_workspace_free(ws);
         }
@@ -380,17 +388,16 @@ static void test_attention_bitwise_run_to_run(void) {
             run_gpu(env.cublas, ws, &c, &o1, env.stream);
             run_gpu(env.cublas, ws, &c, &o2, env.stream);
             run_gpu(env.cublas, ws, &other, &o3, env.stream); /* different inputs through the workspace */
-            void *first[5], *again;
-            void *bufs1[5] = {o1.out, o1.saved, o1.dq, o1.dk, o1.dv};
-            const void *bufs2[5] = {o2.out, o2.saved, o2.dq, o2.dk, o2.dv};
-            const size_t bytes[5] = {c.nq * sizeof(bf16_t), o1.saved_bytes, c.nq * sizeof(bf16_t),
-                                     c.nkv * sizeof(bf16_t), c.nkv * sizeof(bf16_t)};
-            const char *names[5] = {"out", "saved", "dq", "dk", "dv"};
-            for (int b = 0; b < 5; b++) first[b] = download_raw(bufs1[b], bytes[b]);
+            void *first[3], *again;
+            void *bufs1[3] = {o1.out, o1.saved, o1.dqkv};
+            const void *bufs2[3] = {o2.out, o2.saved, o2.dqkv};
+            const size_t bytes[3] = {c.nq * sizeof(bf16_t), o1.saved_bytes, (c.nq + 2 * c.nkv) * sizeof(bf16_t)};
+            const char *names[3] = {"out", "saved", "dq, dk, dv"};
+            for (int b = 0; b < 3; b++) first[b] = download_raw(bufs1[b], bytes[b]);
             /* re-poison the first buffers and run again into them */
-            for (int b = 0; b < 5; b++) cudaCheck(cudaMemset(bufs1[b], 0xff, bytes[b]));
+            for (int b = 0; b < 3; b++) cudaCheck(cudaMemset(bufs1[b], 0xff, bytes[b]));
             run_gpu(env.cublas, ws, &c, &o1, env.stream);
-            for (int b = 0; b < 5; b++) {
+            for (int b = 0; b < 3; b++) {
                 again = download_raw(bufs2[b], bytes[b]);
                 CHECK_MSG(memcmp(first[b], again, bytes[b]) == 0,
                           SHAPE_FMT ": %s differs between two runs into different buffers", SHAPE_ARGS(name, s),
@@ -457,7 +464,10 @@ static void test_attention_causal(void) {
 
             const size_t qb = c.nq * sizeof(bf16_t), q_row = (size_t)s.Hq * s.D * sizeof(bf16_t);
             void *out1 = download_raw(o1.out, qb), *out2 = download_raw(o2.out, qb);
-            void *dq1 = download_raw(o1.dq, qb), *dq2 = download_raw(o2.dq, qb);
+            const size_t gb = (c.nq + 2 * c.nkv) * sizeof(bf16_t);
+            void *g1 = download_raw(o1.dqkv, gb), *g2 = download_raw(o2.dqkv, gb);
+            void *dq1 = grad_part(g1, &s, 0, 2), *dq2 = grad_part(g2, &s, 0, 2);
+            free(g1), free(g2);
             void *sv1 = download_raw(o1.saved, o1.saved_bytes), *sv2 = download_raw(o2.saved, o2.saved_bytes);
             long bad_out = first_changed_row(out1, out2, s.B, s.T, ts, q_row);
             long bad_dq = first_changed_row(dq1, dq2, s.B, s.T, ts, q_row);

@@ -1,5 +1,5 @@
 /*
- * GPU tests of the dense kernels (kernels/{cast,embedding,rmsnorm,rope,swiglu,cross_entropy,adamw,
+ * GPU tests of the dense kernels (kernels/{cast,copy_rows,embedding,rmsnorm,rope,swiglu,cross_entropy,adamw,
  * reduce}.cu) against the CPU reference (src/cpu/ops.c, src/optim.c) on fresh random inputs.
  * Every test: outputs poisoned with NaN before the launch (every element written), relative error
  * ||gpu - cpu|| / ||cpu|| < 1e-5 on fp32 paths and < 1e-2 on bf16 paths (the CPU gets the same
@@ -15,6 +15,7 @@
 
 #include "../../kernels/adamw.h"
 #include "../../kernels/cast.h"
+#include "../../kernels/copy_rows.h"
 #include "../../kernels/cross_entropy.h"
 #include "../../kernels/embedding.h"
 #include "../../kernels/reduce.h"
@@ -172,6 +173,44 @@ static void test_cast_exact(void) {
             gpu_free_shifted(df, 4, shift);
             free(x), free(hb), free(ref), free(hf);
         }
+}
+
+/* ================================================================================================
+ * copy_rows.h: every element of the block copied (random bits), nothing around it written (the destination's
+ * other bits kept), on the 16-byte path and each condition that takes the element path (a misaligned pointer, an
+ * odd width or pitch), and more rows than a grid has blocks in y. */
+static void test_copy_rows(void) {
+    if (!gpu_test_begin()) return;
+    const struct { long rows, width, ld_src, ld_dst; int shift; } cases[] = {
+        {2048, 512, 512, 5120, 0}, {2048, 4096, 4096, 5120, 0}, {3, 8, 24, 16, 0},   {5, 8, 16, 24, 1},
+        {7, 13, 13, 40, 0},       {7, 16, 20, 40, 0},           {70000, 8, 8, 24, 0}, {1, 1, 1, 1, 0},
+    };
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const long rows = cases[ci].rows, width = cases[ci].width, lds = cases[ci].ld_src, ldd = cases[ci].ld_dst;
+        const int shift = cases[ci].shift;
+        const long ns = rows * lds, nd = rows * ldd;
+        rng_seed(900 + ci);
+        bf16_t *src = xmalloc((size_t)ns * 2), *dst0 = xmalloc((size_t)nd * 2);
+        for (long i = 0; i < ns; i++) src[i] = (bf16_t)(rng_next() >> 48);
+        for (long i = 0; i < nd; i++) dst0[i] = (bf16_t)(rng_next() >> 48);
+        bf16_t *d_src = upload_shifted(src, (size_t)ns * 2, 2, shift);
+        bf16_t *d_dst = upload_shifted(dst0, (size_t)nd * 2, 2, 0);
+        gpu_copy_rows_bf16(d_dst, ldd, d_src, lds, rows, width, 0);
+        bf16_t *got = dl_raw(d_dst, (size_t)nd * 2);
+        long wrong = 0, touched = 0;
+        for (long r = 0; r < rows; r++)
+            for (long c = 0; c < ldd; c++) {
+                const bf16_t v = got[r * ldd + c];
+                if (c < width) wrong += v != src[r * lds + c];
+                else touched += v != dst0[r * ldd + c];
+            }
+        CHECK_MSG(wrong == 0 && touched == 0,
+                  "copy_rows_bf16 rows=%ld width=%ld ld_src=%ld ld_dst=%ld shift=%d: %ld copied elements wrong, %ld "
+                  "elements beside the block changed", rows, width, lds, ldd, shift, wrong, touched);
+        gpu_free_shifted(d_src, 2, shift);
+        gpu_free_shifted(d_dst, 2, 0);
+        free(src), free(dst0), free(got);
+    }
 }
 
 /* ================================================================================================
@@ -445,19 +484,19 @@ static void test_rope(void) {
             float *ref = copy_f32(x, n);
             rope_apply(ref, B, T, H, D, theta, inverse);
             bf16_t *d_x = gpu_upload(xb, (size_t)n * 2);
-            gpu_rope(d_x, d_tab, B, T, H, D, inverse, 0);
+            gpu_rope(d_x, d_tab, B, T, H, D, (long)H * D, inverse, 0);
             float *got = dl_bf16(d_x, n);
             double err = rel_error_f(got, ref, n);
             CHECK_MSG(count_nan(got, n) == 0, "rope B=%d T=%d H=%d D=%d inverse=%d: NaN in output", B, T, H, D, inverse);
             CHECK_MSG(err < BF16_TOL, "rope B=%d T=%d H=%d D=%d theta=%g inverse=%d: rel error %.3g", B, T, H, D, theta, inverse, err);
             /* bitwise second run */
             bf16_t *d_x2 = gpu_upload(xb, (size_t)n * 2);
-            gpu_rope(d_x2, d_tab, B, T, H, D, inverse, 0);
+            gpu_rope(d_x2, d_tab, B, T, H, D, (long)H * D, inverse, 0);
             void *a = dl_raw(d_x, (size_t)n * 2), *b = dl_raw(d_x2, (size_t)n * 2);
             CHECK_MSG(bits_equal(a, b, (size_t)n * 2), "rope B=%d T=%d H=%d D=%d inverse=%d: second run differs", B, T, H, D, inverse);
             /* forward then inverse returns the input (up to bf16 rounding) */
             if (inverse == 0) {
-                gpu_rope(d_x2, d_tab, B, T, H, D, 1, 0);
+                gpu_rope(d_x2, d_tab, B, T, H, D, (long)H * D, 1, 0);
                 float *back = dl_bf16(d_x2, n);
                 double eb = rel_error_f(back, x, n);
                 CHECK_MSG(eb < BF16_TOL, "rope B=%d T=%d H=%d D=%d: inverse(forward(x)) vs x rel error %.3g", B, T, H, D, eb);
@@ -469,13 +508,36 @@ static void test_rope(void) {
         /* misaligned x: the element-by-element path gives the same bits as the vector path */
         if ((D / 2) % 8 == 0) {
             bf16_t *d_a = gpu_upload(xb, (size_t)n * 2), *d_m = upload_shifted(xb, (size_t)n * 2, 2, 1);
-            gpu_rope(d_a, d_tab, B, T, H, D, 0, 0);
-            gpu_rope(d_m, d_tab, B, T, H, D, 0, 0);
+            gpu_rope(d_a, d_tab, B, T, H, D, (long)H * D, 0, 0);
+            gpu_rope(d_m, d_tab, B, T, H, D, (long)H * D, 0, 0);
             void *a = dl_raw(d_a, (size_t)n * 2), *b = dl_raw(d_m, (size_t)n * 2);
             CHECK_MSG(bits_equal(a, b, (size_t)n * 2), "rope B=%d T=%d H=%d D=%d: vector and scalar paths differ", B, T, H, D);
             cudaFree(d_a);
             gpu_free_shifted(d_m, 2, 1);
             free(a), free(b);
+        }
+        /* the heads at the start of wider rows (as dq and dk in the backward's q, k, v gradient rows): the same
+         * bits as packed, the rest of each row untouched; an odd pitch takes the element-by-element path */
+        for (int wide = 0; wide < 2; wide++) {
+            const long ld = (long)H * D + (wide ? 1 : 2 * D), rows = (long)B * T;
+            bf16_t *xw = malloc((size_t)(rows * ld) * 2);
+            for (long r = 0; r < rows; r++)
+                for (long c = 0; c < ld; c++)
+                    xw[r * ld + c] = c < (long)H * D ? xb[r * H * D + c] : (bf16_t)(0x3f00 + (c & 0xff));
+            bf16_t *d_p = gpu_upload(xb, (size_t)n * 2), *d_w = gpu_upload(xw, (size_t)(rows * ld) * 2);
+            gpu_rope(d_p, d_tab, B, T, H, D, (long)H * D, 1, 0);
+            gpu_rope(d_w, d_tab, B, T, H, D, ld, 1, 0);
+            bf16_t *p = dl_raw(d_p, (size_t)n * 2), *w = dl_raw(d_w, (size_t)(rows * ld) * 2);
+            long differ = 0, touched = 0;
+            for (long r = 0; r < rows; r++)
+                for (long c = 0; c < ld; c++)
+                    if (c < (long)H * D) differ += w[r * ld + c] != p[r * H * D + c];
+                    else touched += w[r * ld + c] != xw[r * ld + c];
+            CHECK_MSG(differ == 0 && touched == 0,
+                      "rope B=%d T=%d H=%d D=%d rows %ld apart: %ld rotated elements differ from packed rows', %ld "
+                      "elements beyond the heads changed", B, T, H, D, ld, differ, touched);
+            cudaFree(d_p), cudaFree(d_w);
+            free(xw), free(p), free(w);
         }
         cudaFree(d_tab);
         free(x), free(xb), free(tab);
@@ -833,6 +895,7 @@ static void test_reduce_ranges_and_sum(void) {
 }
 
 TEST_SUITE(gpu_cast, TEST_CASE(test_cast_exact));
+TEST_SUITE(gpu_copy_rows, TEST_CASE(test_copy_rows));
 TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_ids_union),
            TEST_CASE(test_embedding_put_rows), TEST_CASE(test_embedding_forward_backward));
 TEST_SUITE(gpu_rmsnorm, TEST_CASE(test_rmsnorm_forward), TEST_CASE(test_rmsnorm_backward));

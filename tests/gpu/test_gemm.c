@@ -1,9 +1,9 @@
 /*
  * The row-major GEMM wrappers against the CPU's matmuls: every transpose combination, bf16 and
  * fp32 operands and outputs, accumulate (beta = 1), odd sizes and pointers into the middle of a
- * buffer (the cuBLASLt plans must honour their alignment), strided batches, runs of problems whose
- * M or K changes from call to call (gemm_rm_dynamic), more problems than the plan table holds;
- * bitwise repeatable.
+ * buffer (the cuBLASLt plans must honour their alignment), operands inside wider rows (gemm_rm_ld), strided
+ * batches, runs of problems whose M or K changes from call to call (gemm_rm_dynamic), more problems than the
+ * plan table holds; bitwise repeatable.
  * fp32 GEMMs on tensor cores (gemm_f32x3.h): the chunk rule and scratch bound, every layout
  * against a double reference in one and several chunks, each way of giving the operands (fp32,
  * planes, A's bf16 values) bit for bit the same, and the fixed-order sum of the chunks' partials
@@ -134,6 +134,71 @@ static void test_gemm_rm(void) {
                 one_case(h, t & 1, t >> 1, M, N, K, GEMM_BF16, GEMM_F32, acc, 0);
                 one_case(h, t & 1, t >> 1, M, N, K, GEMM_BF16, GEMM_BF16, acc, 8);
                 one_case(h, t & 1, t >> 1, M, N, K, GEMM_F32, GEMM_F32, acc, 4);
+            }
+    cublasDestroy(h);
+}
+
+/* rows x cols of x (packed) inside rows of ld elements, the gaps set to `gap`. */
+static float *widen(const float *x, int rows, int cols, int ld, float gap) {
+    float *w = malloc(sizeof(float) * (size_t)rows * ld);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < ld; c++) w[(size_t)r * ld + c] = c < cols ? x[(size_t)r * cols + c] : gap;
+    return w;
+}
+
+/* C's part of rows of ld elements, packed; counts the gap elements that are not `gap`. */
+static float *narrow(const void *dev, int rows, int cols, int ld, float gap, long *gaps_changed) {
+    float *w = malloc(sizeof(float) * (size_t)rows * ld), *x = malloc(sizeof(float) * (size_t)rows * cols);
+    to_float(w, dev, (long)rows * ld, GEMM_F32);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < ld; c++) {
+            const float v = w[(size_t)r * ld + c];
+            if (c < cols) x[(size_t)r * cols + c] = v;
+            else *gaps_changed += v != gap;
+        }
+    free(w);
+    return x;
+}
+
+/* gemm_rm_ld: every operand inside wider rows (pads of 8 and 40 elements, A's and B's gaps NaN so a read of
+ * one shows in C): C against the CPU on packed copies, C's gaps left as they were, a second run the same bits. */
+static void test_gemm_ld(void) {
+    if (!gpu_test_begin()) return;
+    cublasHandle_t h;
+    cublasCheck(cublasCreate(&h));
+    const int M = 70, N = 48, K = 56, pads[2] = {8, 40};
+    const float gap = 1234.5f;
+    for (int t = 0; t < 4; t++)
+        for (int acc = 0; acc < 2; acc++)
+            for (int p = 0; p < 2; p++) {
+                const int ta = t & 1, tb = t >> 1, pad = pads[p];
+                const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+                const int lda = ac + pad, ldb = bc + pad + 8, ldc = N + pad;
+                float *A = random_matrix((long)M * K, 1), *B = random_matrix((long)K * N, 1);
+                float *C0 = random_matrix((long)M * N, 0), *ref = malloc(sizeof(float) * (size_t)M * N);
+                memcpy(ref, C0, sizeof(float) * (size_t)M * N);
+                reference(ref, A, B, ta, tb, M, N, K, acc);
+                float *Aw = widen(A, ar, ac, lda, NAN), *Bw = widen(B, br, bc, ldb, NAN);
+                float *Cw = widen(C0, M, N, ldc, gap);
+                void *ba, *bb, *bc_;
+                void *dA = device_copy(Aw, (long)ar * lda, GEMM_BF16, 0, &ba);
+                void *dB = device_copy(Bw, (long)br * ldb, GEMM_BF16, 0, &bb);
+                char what[96];
+                snprintf(what, sizeof what, "gemm_rm_ld %dx%dx%d trans %d/%d acc %d, lda %d ldb %d ldc %d", M, N, K,
+                         ta, tb, acc, lda, ldb, ldc);
+                float *got[2];
+                long gaps_changed = 0;
+                for (int run = 0; run < 2; run++) {
+                    void *dC = device_copy(Cw, (long)M * ldc, GEMM_F32, 0, &bc_);
+                    gemm_rm_ld(h, ta, tb, M, N, K, dA, GEMM_BF16, lda, dB, GEMM_BF16, ldb, dC, GEMM_F32, ldc, 1.0f,
+                               acc ? 1.0f : 0.0f);
+                    got[run] = narrow(dC, M, N, ldc, gap, &gaps_changed);
+                    cudaFree(bc_);
+                }
+                CHECK_MSG(gaps_changed == 0, "%s: %ld elements of C's gaps written", what, gaps_changed);
+                check_runs(got, ref, (long)M * N, 1e-2, what);
+                cudaFree(ba), cudaFree(bb);
+                free(A), free(B), free(C0), free(ref), free(Aw), free(Bw), free(Cw);
             }
     cublasDestroy(h);
 }
@@ -456,6 +521,6 @@ static void test_sum_partials(void) {
             }
 }
 
-TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_strided), TEST_CASE(test_gemm_dynamic),
-           TEST_CASE(test_gemm_plan_table_refill), TEST_CASE(test_gemm_f32x3_rule), TEST_CASE(test_gemm_f32x3),
-           TEST_CASE(test_sum_partials));
+TEST_SUITE(gpu_gemm, TEST_CASE(test_gemm_rm), TEST_CASE(test_gemm_ld), TEST_CASE(test_gemm_strided),
+           TEST_CASE(test_gemm_dynamic), TEST_CASE(test_gemm_plan_table_refill), TEST_CASE(test_gemm_f32x3_rule),
+           TEST_CASE(test_gemm_f32x3), TEST_CASE(test_sum_partials));
