@@ -315,45 +315,56 @@ __device__ __forceinline__ unsigned logit_code(float x, float m) {
     return __float_as_uint(fmaf(fminf(m - x, 65535.0f / unit), unit, to_int)) & 0xffffu;
 }
 
-/* gemm_sm90_logits' epilogue, consumer w's 64 rows x 256 columns (acc[4i + e] is row 16 (warp % 4) + lane / 4 +
- * 8 (e >= 2) of the 64 and column 8i + 2 (lane % 4) + (e & 1)): each row's (max m, sum of exp(c - m)) over the
- * tile's columns inside N into its stats slot (a lane's columns in order, then the quad's butterflies: every lane
- * the same bits), the target's logit where the row's target is in the tile, and the codes through the staging as
- * bf16 results go. */
-__device__ __forceinline__ void gemm_store_logits(const GemmSm90Params &p, const float (&acc)[128], __nv_bfloat16 *stg,
-                                                  int w, const GemmTile &k) {
-    const int tid = threadIdx.x & 127, lane = tid & 31, r0 = k.m0 + 64 * w;
-    const int m = r0 + 16 * (tid >> 5) + (lane >> 2), n = k.n0 + 2 * (lane & 3);
-    float mx[2];
+/* Each of consumer w's rows' (max m, sum of exp(c - m)) over the tile's columns inside N into its stats slot (a
+ * lane's columns in order, then the quad's butterflies: every lane the same bits), and the target's logit where
+ * the row's target is in the tile. FULL: every column inside N (all tiles but the last column's), no per-column
+ * test. The target's select runs only where a lane of the warp holds one (a row's target is in one of its
+ * N / 256 tiles). */
+template <bool FULL>
+__device__ __forceinline__ void gemm_logit_stats(const GemmSm90Params &p, const float (&acc)[128], int m, int n0,
+                                                 float (&mx)[2]) {
+    const int lane = threadIdx.x & 31, n = n0 + 2 * (lane & 3);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         float sum = 0.0f;
         mx[h] = -INFINITY;
 #pragma unroll
         for (int i = 0; i < GEMM_BN / 8; i++)
-            if (n + 8 * i < p.N) mx[h] = fmaxf(mx[h], fmaxf(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]));
+            if (FULL || n + 8 * i < p.N) mx[h] = fmaxf(mx[h], fmaxf(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]));
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2)); /* finite: the quad covers the tile */
         constexpr float log2e = 1.4426950408889634f;
         const float base = mx[h] * log2e;
 #pragma unroll
         for (int i = 0; i < GEMM_BN / 8; i++)
-            if (n + 8 * i < p.N) {
+            if (FULL || n + 8 * i < p.N) {
                 sum += exp2_approx(fmaf(acc[4 * i + 2 * h], log2e, -base));
                 sum += exp2_approx(fmaf(acc[4 * i + 2 * h + 1], log2e, -base));
             }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         const int row = m + 8 * h;
-        if (row >= p.M) continue;
-        float2 *slot = reinterpret_cast<float2 *>(p.stats) + (size_t)row * p.nt + k.n0 / GEMM_BN;
-        if ((lane & 3) == 0) *slot = make_float2(mx[h], sum);
-        const int tc = p.targets[row] - n; /* the target's column, relative to this lane's first */
+        const bool in = row < p.M;
+        const int tc = in ? p.targets[row] - n : -1; /* the target's column, relative to this lane's first */
+        if (in && (lane & 3) == 0)
+            reinterpret_cast<float2 *>(p.stats)[(size_t)row * p.nt + n0 / GEMM_BN] = make_float2(mx[h], sum);
+        if (!__any_sync(0xffffffffu, tc >= 0 && tc < GEMM_BN && (tc & 7) < 2)) continue;
 #pragma unroll
         for (int i = 0; i < GEMM_BN / 8; i++) /* static indices (a select): the accumulators stay in registers */
             if (tc == 8 * i || tc == 8 * i + 1)
                 p.target_logit[row] = tc & 1 ? acc[4 * i + 2 * h + 1] : acc[4 * i + 2 * h];
     }
+}
+
+/* gemm_sm90_logits' epilogue, consumer w's 64 rows x 256 columns (acc[4i + e] is row 16 (warp % 4) + lane / 4 +
+ * 8 (e >= 2) of the 64 and column 8i + 2 (lane % 4) + (e & 1)): the rows' statistics (gemm_logit_stats), and the
+ * codes through the staging as bf16 results go. */
+__device__ __forceinline__ void gemm_store_logits(const GemmSm90Params &p, const float (&acc)[128], __nv_bfloat16 *stg,
+                                                  int w, const GemmTile &k) {
+    const int tid = threadIdx.x & 127, r0 = k.m0 + 64 * w, m = r0 + 16 * (tid >> 5) + ((tid & 31) >> 2);
+    float mx[2];
+    if (k.n0 + GEMM_BN <= p.N) gemm_logit_stats<true>(p, acc, m, k.n0, mx);
+    else gemm_logit_stats<false>(p, acc, m, k.n0, mx);
     __nv_bfloat16 *rows = p.c + (size_t)r0 * p.N;
     sm90_store_parts_as(stg, w, k.n0, p.N, [&](int c0) {
         sm90_unstage(stg, w, p.M - r0, c0, p.N, [&](int r) { return rows + (size_t)r * p.N + c0; });
