@@ -14,7 +14,7 @@ constexpr int kCountBatch = 8;
 constexpr int kCountSmemMax = 48 * 1024; /* counters in shared memory up to E = 3072 (histogram: 12288) */
 constexpr int kScanThreads = 1024;
 constexpr int kScanBatch = 8;
-constexpr int kHistThreads = 1024;
+constexpr int kHistThreads = 1024, kHistBatch = 8, kHistSlots = kHistThreads * kHistBatch;
 
 /* The counters of chunk c live in shared memory when the launch gave each warp E ints of it
  * (smem), else in the chunk's row of chunk_counts; the chunk's expert ids are read 8 rounds at a
@@ -101,21 +101,42 @@ __global__ void __launch_bounds__(kScanThreads) plan_scan_kernel(int *__restrict
     if (t == kScanThreads - 1) expert_offset[E] = sm[t];
 }
 
-/* One block: integer counts, so the order of the atomic adds does not show in the result. The bins
- * are shared memory when E of them fit (smem), else the outputs themselves, zeroed first. */
+/* kHistSlots slots a block, kHistBatch loads in flight a thread before its adds: integer counts, so the order of
+ * the atomic adds does not show in the result. The bins are shared memory when E of them fit (smem), each block
+ * then adding its bins into the outputs, else the outputs themselves; the launcher zeroes the outputs first. */
 __global__ void __launch_bounds__(kHistThreads)
     plan_histogram_kernel(int *__restrict__ counts, long long *__restrict__ stat_counts, const int *__restrict__ topk,
                           long nslots, int E, bool smem) {
-    extern __shared__ int bins_smem[];
-    int *bins = smem ? bins_smem : counts;
-    for (int e = threadIdx.x; e < E; e += kHistThreads) bins[e] = 0;
-    __syncthreads();
-    for (long s = threadIdx.x; s < nslots; s += kHistThreads) atomicAdd(&bins[topk[s]], 1);
+    extern __shared__ int bins[];
+    unsigned long long *stat = reinterpret_cast<unsigned long long *>(stat_counts);
+    if (smem) {
+        for (int e = threadIdx.x; e < E; e += kHistThreads) bins[e] = 0;
+        __syncthreads();
+    }
+    const long s0 = (long)blockIdx.x * kHistSlots, s1 = s0 + kHistSlots < nslots ? s0 + kHistSlots : nslots;
+    int ids[kHistBatch];
+#pragma unroll
+    for (int i = 0; i < kHistBatch; i++) {
+        const long s = s0 + (long)i * kHistThreads + threadIdx.x;
+        ids[i] = s < s1 ? topk[s] : -1;
+    }
+#pragma unroll
+    for (int i = 0; i < kHistBatch; i++) {
+        if (ids[i] < 0) continue;
+        if (smem) {
+            atomicAdd(&bins[ids[i]], 1);
+        } else {
+            atomicAdd(&counts[ids[i]], 1);
+            atomicAdd(&stat[ids[i]], 1ull);
+        }
+    }
+    if (!smem) return;
     __syncthreads();
     for (int e = threadIdx.x; e < E; e += kHistThreads) {
         const int c = bins[e];
-        counts[e] = c;
-        stat_counts[e] = c;
+        if (c == 0) continue;
+        atomicAdd(&counts[e], c);
+        atomicAdd(&stat[e], (unsigned long long)c);
     }
 }
 
@@ -153,10 +174,14 @@ extern "C" void gpu_moe_plan_count(int *chunk_counts, int *slot_rank, const int 
 extern "C" void gpu_moe_plan_histogram(int *counts, long long *stat_counts, const int *topk, long nslots, int E,
                                        cudaStream_t stream) {
     if (E <= 0) return;
+    cudaCheck(cudaMemsetAsync(counts, 0, (size_t)E * sizeof(int), stream));
+    cudaCheck(cudaMemsetAsync(stat_counts, 0, (size_t)E * sizeof(long long), stream));
+    if (nslots <= 0) return;
     const size_t smem = (size_t)E * sizeof(int);
     const bool in_smem = smem <= (size_t)kCountSmemMax;
-    plan_histogram_kernel<<<1, kHistThreads, in_smem ? smem : 0, stream>>>(counts, stat_counts, topk, nslots, E,
-                                                                          in_smem);
+    const long blocks = (nslots + kHistSlots - 1) / kHistSlots; /* 2^31 of them: 1.7e13 slots */
+    plan_histogram_kernel<<<(unsigned)blocks, kHistThreads, in_smem ? smem : 0, stream>>>(counts, stat_counts, topk,
+                                                                                          nslots, E, in_smem);
     cudaCheckLaunch();
 }
 

@@ -13,7 +13,7 @@
  *   3. gpu_moe_plan_place: row = expert_offset[e] + chunk prefix + rank in chunk, so
  *      slot_row[s] = row and row_slot[row] = s.
  * Scratch: chunk_counts holds gpu_moe_plan_chunks(N * k) * E ints; slot_rank N * k ints.
- * gpu_moe_plan_histogram gives the counts alone (one launch), for a caller that needs no plan.
+ * gpu_moe_plan_histogram gives the counts alone, for a caller that needs no plan.
  * Requires every topk value in [0, E).
  */
 #ifndef MOKC_KERNELS_MOE_PLAN_H
@@ -34,7 +34,8 @@ int gpu_moe_plan_chunks(long nslots);
 void gpu_moe_plan_count(int *chunk_counts, int *slot_rank, const int *topk, long nslots, int E, cudaStream_t stream);
 
 /* counts (E) int32 and stat_counts (E) int64 <- the slots per expert (both always written), without
- * the plan: for the megakernel, whose plan comes from every EP rank's gathered ids. One block. */
+ * the plan: for the megakernel, whose plan comes from every EP rank's gathered ids. Both zeroed, then a block
+ * per 8192 slots adds its counts (integer atomics: the same result in any order). */
 void gpu_moe_plan_histogram(int *counts, long long *stat_counts, const int *topk, long nslots, int E,
                             cudaStream_t stream);
 

@@ -656,13 +656,14 @@ static void test_mok_schedule(void) {
 
 /* gpu_moe_plan_histogram (this rank's counts) against a count on the host, on random ids: empty and
  * single slots, expert counts with the bins in shared memory (up to 12288) and past it (the outputs
- * as bins), slot counts that are not multiples of the block. */
+ * as bins), slot counts that are not multiples of a block's 8192, many blocks adding into one expert. */
 static void test_mok_histogram(void) {
     if (!gpu_test_begin()) return;
     static const struct {
         int E;
         long nslots;
-    } cases[] = {{1, 0}, {1, 5}, {8, 1}, {128, 65536}, {384, 32771}, {12288, 50000}, {12289, 20000}, {100000, 300001}};
+    } cases[] = {{1, 0},         {1, 5},          {8, 1},          {128, 65536},     {384, 32771},
+                 {12288, 50000}, {12289, 20000}, {100000, 300001}, {128, 1048583}, {2, 262144}};
     gpu_rng_seed(22);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int E = cases[c].E;
