@@ -7,6 +7,8 @@
 #    mokc-small-1gpu.json has since s29).
 #    (s32) The router reads bf16 x since 56f21db: the plan ≈ 1984 MiB lower at 4 x 2 (≈ 134 016 MiB), ≈ 992 at
 #    2 x 4, and ≈ 3-4 ms a step less at either (s32 r1, r3 on one GPU: -1.8 ms at 14 layer calls of 16384 tokens).
+#    (s33) The layers' bf16 wq, wk, wv copied side by side for the one-product q, k, v input gradient: +320 MiB a
+#    rank (≈ 134 336 MiB at 4 x 2); that gradient ≈ -4.5 ms a step and the logits epilogue ≈ -0.5 (s33 r3, r4).
 # 2. mokc-small unfused as configured, 95 steps, step 90 op by op (s28's next/unfused-late-profile.sh): s29's fix of
 #    the unfused layer's host time at EP2. Predicted: the MoE part ≈ 590 ms a step at steps 71-95 (1364 in s28 r2),
 #    the step ≈ 950 ms over steps 20-95 (1323).
