@@ -2,13 +2,14 @@
  * The whole model on the GPU (see model_gpu.h). Per layer, forward:
  *   ln1 = rmsnorm(x) (bf16) -> q, k, v = ln1 @ wq, wk, wv (bf16) -> RoPE -> attention -> atty (bf16)
  *   (on Hopper the q and k projections run on the megakernel's tile with RoPE in their epilogue)
- *   x_mid = x + atty @ wo (fp32) -> ln2 = rmsnorm(x_mid) (bf16, and fp32 for the router)
+ *   x_mid = x + atty @ wo (fp32) -> ln2 = rmsnorm(x_mid) (bf16; the router's input too)
  *   x_next = x_mid + swiglu(ln2 @ w_gate, ln2 @ w_up) @ w_down, or + MoE(ln2)
  *   (the residual adds inside other passes: the GEMMs' C operand, the MoE layer's combine)
  * then lnf = rmsnorm(x) and the LM head with the cross-entropy in chunks of rows: each chunk's
  * logits give its losses and dlogits at once; the head's backward runs once over the dlogits of as many
  * chunks as fit 3 GiB (a whole micro-batch at mokc-small's sizes).
- * The backward walks the layers in reverse; after layer l it records an event on which the
+ * The backward walks the layers in reverse (the attention's dq, dk, dv in one row a token, so d ln1 is one product
+ * with the layer's wq, wk, wv side by side, wqkv_bf16); after layer l it records an event on which the
  * communication stream starts summing layer l's gradients over the ranks (NCCL) and then their
  * squares for the gradient norm, while the compute stream goes on with layer l-1.
  * MoE layers: the unfused layer, or (moe_impl "auto" or "mok" where the megakernel runs) the
