@@ -108,6 +108,13 @@ void attention_backward_gpu(cublasHandle_t cublas, AttentionWorkspace *ws, bf16_
                             const bf16_t *out, const void *saved, const bf16_t *q, const bf16_t *k, const bf16_t *v,
                             cudaStream_t stream);
 
+/* Where part `part` (0: dq, 1: dk, 2: dv) of a token's row of dqkv lies: its first column and its width (elements);
+ * the row is (Hq + 2 Hkv) * D wide. The layers' wq, wk, wv side by side follow the same columns. */
+static inline void attention_grad_part(int Hq, int Hkv, int D, int part, long *col, long *width) {
+    *col = part == 0 ? 0 : (long)(Hq + (part - 1) * Hkv) * D;
+    *width = (long)(part == 0 ? Hq : Hkv) * D;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Kernel launchers of the cuBLAS path (kernels/attention.cu), used by its sequence. */
 

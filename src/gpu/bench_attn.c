@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../kernels/attention.h"
+#include "../../kernels/copy_rows.h"
 #include "../../kernels/flash_attention.h"
 #include "../../kernels/mok/gemm_sm90.h"
 #include "../../kernels/mok/mok.h"
@@ -118,13 +119,13 @@ static bf16_t *dev_alloc(long n) {
 
 /* The relative error between two runs' part of the gradient rows (0: dq, 1: dk, 2: dv), from packed copies. */
 static double grad_part_err(const Run runs[2], const AttnArgs *a, int part) {
-    const long rows = (long)a->B * a->T, wq = (long)a->Hq * a->D, wkv = (long)a->Hkv * a->D, ld = wq + 2 * wkv;
-    const long w = part ? wkv : wq, at = part == 0 ? 0 : part == 1 ? wq : wq + wkv;
+    const long rows = (long)a->B * a->T, ld = (long)(a->Hq + 2 * a->Hkv) * a->D;
+    long at, w;
+    attention_grad_part(a->Hq, a->Hkv, a->D, part, &at, &w);
     bf16_t *packed[2];
     for (int i = 0; i < 2; i++) {
         packed[i] = dev_alloc(rows * w);
-        cudaCheck(cudaMemcpy2D(packed[i], (size_t)w * sizeof(bf16_t), runs[i].dqkv + at, (size_t)ld * sizeof(bf16_t),
-                               (size_t)w * sizeof(bf16_t), (size_t)rows, cudaMemcpyDeviceToDevice));
+        gpu_copy_rows_bf16(packed[i], w, runs[i].dqkv + at, ld, rows, w, 0); /* bench_rel_err_bf16 syncs first */
     }
     const double err = bench_rel_err_bf16(packed[0], packed[1], rows * w, NULL);
     cudaCheck(cudaFree(packed[0])), cudaCheck(cudaFree(packed[1]));

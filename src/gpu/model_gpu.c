@@ -398,10 +398,13 @@ static void qkv_weights_copy(GpuModel *g) {
     const size_t C = (size_t)d->C, QD = (size_t)d->Hq * d->D, KD = (size_t)d->Hkv * d->D, QKV = QD + 2 * KD;
     for (int l = 0; l < d->L; l++) {
         const LayerOffsets *o = &g->t->layers[l];
-        const size_t off[3] = {o->wq, o->wk, o->wv}, cols[3] = {0, QD, QD + KD}, width[3] = {QD, KD, KD};
-        for (int i = 0; i < 3; i++)
-            gpu_copy_rows_bf16(g->wqkv_bf16 + l * C * QKV + cols[i], (long)QKV, W16(off[i]), (long)width[i], (long)C,
-                               (long)width[i], g->stream);
+        const size_t off[3] = {o->wq, o->wk, o->wv};
+        for (int i = 0; i < 3; i++) {
+            long col, width;
+            attention_grad_part(d->Hq, d->Hkv, d->D, i, &col, &width);
+            gpu_copy_rows_bf16(g->wqkv_bf16 + l * C * QKV + col, (long)QKV, W16(off[i]), width, (long)C, width,
+                               g->stream);
+        }
     }
 }
 
@@ -810,9 +813,12 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
             GEMM_F32, 1, 0);
     mark(g, STEP_ATTENTION, "q k v proj wgrad");
     const size_t w_off[3] = {o->wq, o->wk, o->wv};
-    for (int i = 0, col = 0; i < 3; col += i ? KD : QD, i++)
-        gemm_rm_ld(g->blas, 1, 0, C, i ? KD : QD, N, a->ln1, GEMM_BF16, C, g->dqkv + col, GEMM_BF16, QKV,
-                   G32(w_off[i]), GEMM_F32, i ? KD : QD, 1, 1);
+    for (int i = 0; i < 3; i++) {
+        long col, width;
+        attention_grad_part(d->Hq, d->Hkv, d->D, i, &col, &width);
+        gemm_rm_ld(g->blas, 1, 0, C, (int)width, N, a->ln1, GEMM_BF16, C, g->dqkv + col, GEMM_BF16, QKV,
+                   G32(w_off[i]), GEMM_F32, width, 1, 1);
+    }
     mark(g, STEP_ATTENTION, "attn norm bwd");
     gpu_rmsnorm_backward(g->dres, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
                          a->rstd1, N, C, s);

@@ -195,8 +195,9 @@ static void run_gpu(cublasHandle_t h, AttentionWorkspace *ws, const AttCase *c, 
 /* The part of each gradient row (dq: part 0, dk: 1, dv: 2) as a packed (B*T, H*D) array of `elem`-byte
  * elements (the bf16 bits, or floats). */
 static void *grad_part(const void *rows, const AttShape *s, int part, size_t elem) {
-    const long n = (long)s->B * s->T, wq = (long)s->Hq * s->D, wkv = (long)s->Hkv * s->D, ld = wq + 2 * wkv;
-    const long w = part ? wkv : wq, at = part == 0 ? 0 : part == 1 ? wq : wq + wkv;
+    const long n = (long)s->B * s->T, ld = (long)(s->Hq + 2 * s->Hkv) * s->D;
+    long at, w;
+    attention_grad_part(s->Hq, s->Hkv, s->D, part, &at, &w);
     char *out = malloc((size_t)(n * w) * elem);
     for (long r = 0; r < n; r++) memcpy(out + (size_t)(r * w) * elem, (const char *)rows + (size_t)(r * ld + at) * elem,
                                         (size_t)w * elem);
