@@ -28,7 +28,8 @@ static const char *usage_text =
     "  bench attn [--seq T --batch B ...]           causal attention on one GPU, flash vs cuBLAS;\n"
     "                                               RoPE's cost\n"
     "  bench gemm [--m M --n N --k K --groups G]    the mok Hopper GEMM tile alone vs cuBLAS, one GPU\n"
-    "  check                                        GPU kernels vs the CPU reference (not built yet)\n"
+    "  check                                        GPU kernels vs the CPU reference (not built yet:\n"
+    "                                               scripts/gpu-check.sh runs the GPU tests meanwhile)\n"
     "  version                                      version, build options, library versions\n"
     "  help [command|config]                        this text, a command's help, or every spec key\n"
     "\n"
@@ -58,8 +59,9 @@ static int cmd_version(void) {
     return 0;
 }
 
-static int not_built(const char *what, const char *needs) {
-    fprintf(stderr, "mokc: error: `mokc %s` is not built yet: it needs %s.\n", what, needs);
+/* why: what the user can do instead, or what the command needs. */
+static int not_built(const char *what, const char *why) {
+    fprintf(stderr, "mokc: error: `mokc %s` is not built yet: %s.\n", what, why);
     return MOKC_EXIT_RUNTIME;
 }
 
@@ -142,9 +144,12 @@ int main(int argc, char **argv) {
         return cmd_bench(bargc, argv + 1);
     }
 #else
-    if (strcmp(cmd, "bench") == 0) return not_built("bench", "a build with the CUDA backend (nvcc and NCCL found)");
+    if (strcmp(cmd, "bench") == 0)
+        return not_built("bench", "it needs a build with the CUDA backend (nvcc and NCCL found)");
 #endif
-    if (strcmp(cmd, "check") == 0) return not_built("check", "the CUDA kernels (issue 6)");
+    if (strcmp(cmd, "check") == 0)
+        return not_built("check",
+                         "on a GPU machine, scripts/gpu-check.sh runs the GPU kernels against the CPU reference");
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         return cmd_help(argc, argv);
