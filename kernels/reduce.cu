@@ -12,9 +12,12 @@ namespace {
 constexpr int kPartialThreads = 512;
 constexpr int kSumThreads = 1024;
 
-/* Block b: elements [b * chunk, min(n, (b + 1) * chunk)), chunk a multiple of 4. */
+/* Block b: the sum of x[i] (SQUARE: x[i]^2) over elements [b * chunk, min(n, (b + 1) * chunk)), chunk a multiple of
+ * 4. */
+template <bool SQUARE> __device__ __forceinline__ double term(float v) { return SQUARE ? (double)v * v : (double)v; }
+template <bool SQUARE>
 __global__ void __launch_bounds__(kPartialThreads)
-    sumsq_partials_kernel(double *partials, const float *x, long n, long chunk, int vec) {
+    partials_kernel(double *partials, const float *x, long n, long chunk, int vec) {
     __shared__ double red[32];
     const long start = (long)blockIdx.x * chunk;
     long end = start + chunk;
@@ -26,16 +29,25 @@ __global__ void __launch_bounds__(kPartialThreads)
         const float4 *x4 = reinterpret_cast<const float4 *>(x + start);
         for (long g = threadIdx.x; g < groups; g += blockDim.x) {
             const float4 v = x4[g];
-            s += (double)v.x * v.x;
-            s += (double)v.y * v.y;
-            s += (double)v.z * v.z;
-            s += (double)v.w * v.w;
+            s += term<SQUARE>(v.x);
+            s += term<SQUARE>(v.y);
+            s += term<SQUARE>(v.z);
+            s += term<SQUARE>(v.w);
         }
         done = start + groups * 4;
     }
-    for (long i = done + threadIdx.x; i < end; i += blockDim.x) s += (double)x[i] * x[i];
+    for (long i = done + threadIdx.x; i < end; i += blockDim.x) s += term<SQUARE>(x[i]);
     s = block_sum(s, red);
     if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+template <bool SQUARE> void launch_partials(double *partials, const float *x, long n, cudaStream_t stream) {
+    if (n < 0) n = 0;
+    long chunk = (n + REDUCE_PARTIALS - 1) / REDUCE_PARTIALS;
+    chunk = (chunk + 3) / 4 * 4;
+    partials_kernel<SQUARE><<<REDUCE_PARTIALS, kPartialThreads, 0, stream>>>(partials, x, n, chunk,
+                                                                             x != nullptr && aligned16(x));
+    cudaCheckLaunch();
 }
 
 template <typename T>
@@ -79,12 +91,11 @@ __global__ void __launch_bounds__(kPartsThreads)
 } // namespace
 
 extern "C" void gpu_sumsq_partials(double *partials, const float *x, long n, cudaStream_t stream) {
-    if (n < 0) n = 0;
-    long chunk = (n + REDUCE_PARTIALS - 1) / REDUCE_PARTIALS;
-    chunk = (chunk + 3) / 4 * 4;
-    sumsq_partials_kernel<<<REDUCE_PARTIALS, kPartialThreads, 0, stream>>>(partials, x, n, chunk,
-                                                                           x != nullptr && aligned16(x));
-    cudaCheckLaunch();
+    launch_partials<true>(partials, x, n, stream);
+}
+
+extern "C" void gpu_sum_f32_partials(double *partials, const float *x, long n, cudaStream_t stream) {
+    launch_partials<false>(partials, x, n, stream);
 }
 
 extern "C" void gpu_sum_f64(double *out, const double *x, long n, int accumulate, cudaStream_t stream) {

@@ -31,6 +31,10 @@ extern "C" {
  * REDUCE_PARTIALS doubles; x fp32 (n), device. n == 0 (x may be NULL) writes zeros. */
 void gpu_sumsq_partials(double *partials, const float *x, long n, cudaStream_t stream);
 
+/* The same with x[i] for x[i]^2: REDUCE_PARTIALS slices' sums of x (the gradient norm's squares that the MoE
+ * layers leave, mok_expert_sq_floats: a million floats at mokc-small's sizes, 0.4 ms by gpu_sum_f32's one block). */
+void gpu_sum_f32_partials(double *partials, const float *x, long n, cudaStream_t stream);
+
 /* *out = (accumulate ? *out : 0) + sum_{i<n} x[i], x double (n), one block in a fixed order.
  * out: one device double, written (also when n == 0). */
 void gpu_sum_f64(double *out, const double *x, long n, int accumulate, cudaStream_t stream);

@@ -147,6 +147,10 @@ typedef struct {
     int e0, El, NK, k, C, I, mt_max, tile_m;
     int n_comm, skip_dispatch;
     int overwrite;                     /* 1: the weight gradients are written, not added to      */
+    float *sq;                         /* NULL, or the step's last backward: each weight-gradient
+                                          task's squares of what it leaves in the gradients
+                                          (slots: mok_expert_sq_floats; what the epilogues leave
+                                          out: mok_expert_sq_rest)                               */
     unsigned long long *trace;         /* NULL, or (grid x MOK_TRACE_SLOTS): where time goes      */
 } MokBwdParams;
 
@@ -177,6 +181,32 @@ typedef struct {
 #define MOK_TRACE_SPAN 30 /* consumer 0 from start to its last task, both kernels */
 
 void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
+
+/* The routed experts' gradient squares, for the gradient norm without another read of the gradients
+ * (22 GB a step at mokc-small's sizes, 3.6 ms: docs/perf-notes.md, s36). On the step's last backward
+ * (MokBwdParams.sq) the weight-gradient epilogues sum the squares of the values they leave, one float a
+ * warp: the slot of expert el's task t (kernels/mok/expert_sq.cuh: the wdown tasks, then the wgu tasks)
+ * holds MOK_SQ_FLOATS floats, consumer w's warp j at w * 4 + j, each in fp32 over a thread's 128 values
+ * and a fixed butterfly. */
+#define MOK_SQ_FLOATS 8
+long mok_expert_sq_floats(int El, int C, int I); /* the slots of El experts, in floats */
+
+/* Whether the backward kernel moves the weight gradients by TMA (16-byte aligned): only then do its epilogues take
+ * their squares (mok_expert_sq_rest takes the rest). */
+static inline int mok_grads_by_tma(const float *g_gate, const float *g_up, const float *g_down) {
+    return ((size_t)g_gate | (size_t)g_up | (size_t)g_down) % 16 == 0;
+}
+
+/* After each backward launch, on its stream: with sq == NULL (a micro-batch before the step's last),
+ * rows_step[el] becomes the rows local expert el had in this step so far (restarting when overwrite);
+ * with sq, the slots the epilogues left are filled: every task of an expert the kernel skipped (no rows
+ * in this micro-batch, adding; every expert where the gradients are not mok_grads_by_tma) and the tasks
+ * at the gradients' edges (C or I not a multiple of the tile). Zeros where the expert had no rows all
+ * step (its gradients are the zeros the first micro-batch wrote), else the squares of the task's part
+ * of the gradients, read once in a fixed order. rows from expert_offset_all (E + 1) as the kernel takes
+ * them; gradients as MokBwdParams's. */
+void mok_expert_sq_rest(float *sq, int *rows_step, const int *expert_offset_all, int e0, int El, const float *g_gate,
+                        const float *g_up, const float *g_down, int C, int I, int overwrite, cudaStream_t stream);
 
 /* Upper bound of the M tiles of any routing and tile: ceil(R_max / MOK_TILE_M) + El. */
 int mok_mt_max(long R_max, int El);

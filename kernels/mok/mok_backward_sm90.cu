@@ -11,6 +11,7 @@
  * most 64 rows loads a 64-row box of A, and only consumer 0 multiplies (as the forward).
  */
 #include "../device_util.cuh"
+#include "expert_sq.cuh"
 #include "sm90_pipeline.cuh"
 
 /* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: panels of 64 columns
@@ -349,6 +350,20 @@ struct Sm90WgradOut {
     }
 };
 
+/* Lane 0 of each of consumer w's warps: the warp's sum of ss (a fixed butterfly) into the task's slot of p.sq
+ * (mok.h: mok_expert_sq_floats), the task found from its output's place (out's fields are live here anyway; the
+ * task's own, held across the epilogue, spill the consumers' registers). Tasks at the gradients' edges leave their
+ * slot to mok_expert_sq_rest (expert_sq.cuh: mok_sq_whole). */
+__device__ __forceinline__ void sm90_sq_out(const MokBwdParams &p, const Sm90WgradOut &out, int w, float ss) {
+    const bool down = out.split == 256; /* wdown: 256 columns of g_down; wgu: 128 of g_gate and of g_up */
+    const int t = mok_sq_task(down, out.row >> 7, out.n0 / out.split, p.C, p.I);
+    if (!mok_sq_whole(mok_sq_region(t, p.C, p.I))) return;
+    ss = warp_sum(ss);
+    const int tid = threadIdx.x & 127;
+    if ((tid & 31) == 0)
+        p.sq[((size_t)out.el * mok_sq_tasks(p.C, p.I) + t) * MOK_SQ_FLOATS + 4 * w + (tid >> 5)] = ss;
+}
+
 /* Where part q (16 KB: two 128-byte swizzled boxes of 64 rows x 32 fp32, 1024-byte aligned) of consumer w's
  * weight-gradient results is staged: the two halves of its staging in turn; WIDE, a place a part: consumer 0's
  * staging holds its parts 0-1, the lent stage's A slot part 2 and the first half of its B slot part 3; 48 KB from
@@ -419,7 +434,8 @@ __device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, 
  * staging, so a part is written while the previous one is read out, and the last two drain while
  * the next task's main loop runs (where the register stores of sm90_epilogue_wgrad hold the
  * consumer until the memory system takes them: 4 ms more on the Kimi-like backward, s17).
- * TMA clips rows >= M and columns >= N. Zeros for an expert without rows.
+ * TMA clips rows >= M and columns >= N. Zeros for an expert without rows. The squares of the values left, to p.sq
+ * where set (sm90_sq_out).
  * Where the gradients are added into (ADD), each part's old values come into its place by TMA
  * loads, parts 0 and 1 from the main loop (sm90_wgrad_first_loads), parts 2 and 3 as soon as their
  * places are read out, and each thread adds the values it then overwrites. WIDE: parts 0 and 1 come
@@ -430,10 +446,11 @@ __device__ __forceinline__ void sm90_wgrad_first_loads(const Sm90WgradOut &out, 
  * parts 2 and 3 a barrier of their own, spilled the consumers' registers.) ADD is a template
  * parameter: a flag read at run time slowed the written case by 1 ms on the Kimi-like backward (s18). */
 template <bool ADD, bool WIDE>
-__device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128], int rows, int w,
+__device__ __forceinline__ void sm90_epilogue_wgrad_tma(const MokBwdParams &p, const float (&acc)[128], int rows, int w,
                                                         const Sm90WgradOut &out, const Sm90Smem &sm) {
     static_assert(ADD || !WIDE, "wide tasks add (sm90_bwd_wide)");
     const int tid = threadIdx.x & 127, ra = 16 * (tid >> 5) + ((tid & 31) >> 2), t2 = 2 * (tid & 3);
+    float ss = 0.0f;
     Sm90Bars *bars = sm.bars;
     /* Not sm90_wait: this consumer's own loads complete whatever other blocks and ranks do, and the
      * watchdog's code, inlined in four parts, spills the consumers' rings; a count bounds the wait
@@ -478,6 +495,8 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
                     v.y = o.y + v.y;
                 }
                 *at = v;
+                ss = fmaf(v.x, v.x, ss);
+                ss = fmaf(v.y, v.y, ss);
             }
         mok_fence_proxy_async_shared(); /* the TMA stores read it */
         sm90_named_sync(2 + w, 128);
@@ -488,6 +507,7 @@ __device__ __forceinline__ void sm90_epilogue_wgrad_tma(const float (&acc)[128],
             mok_bulk_commit();
         }
     }
+    if (p.sq) sm90_sq_out(p, out, w, ss);
 }
 
 /* Consumer warpgroup w (0 or 1). TRACE: consumer 0's first thread keeps the trace (Sm90TaskClock). */
@@ -555,10 +575,10 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                     });
                 clock.mma_done();
                 if (tm.g_tma) { /* adding: cnt > 0 (tasks without rows are skipped) */
-                    if (p.overwrite) sm90_epilogue_wgrad_tma<false, false>(acc, cnt, w, out, sm);
-                    else if (lent) sm90_epilogue_wgrad_tma<true, true>(acc, cnt, w, out, sm);
-                    else sm90_epilogue_wgrad_tma<true, false>(acc, cnt, w, out, sm);
-                } else
+                    if (p.overwrite) sm90_epilogue_wgrad_tma<false, false>(p, acc, cnt, w, out, sm);
+                    else if (lent) sm90_epilogue_wgrad_tma<true, true>(p, acc, cnt, w, out, sm);
+                    else sm90_epilogue_wgrad_tma<true, false>(p, acc, cnt, w, out, sm);
+                } else /* no squares: mok_expert_sq_rest takes them */
                     sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
                                         (down ? p.g_down : p.g_gate) + k.idx * CI,
                                         (down ? p.g_down : p.g_up) + k.idx * CI, split, k.ni * split,
@@ -618,7 +638,7 @@ extern "C" void mok_backward_launch(const MokBwdParams *pin, int grid, cudaStrea
     sm90_encode(&tm.w_down_k, p.w_down, 3, p.C, p.I, p.El, 256);
     sm90_encode(&tm.w_gate_k, p.w_gate, 3, p.I, p.C, p.El, 256);
     sm90_encode(&tm.w_up_k, p.w_up, 3, p.I, p.C, p.El, 256);
-    tm.g_tma = ((uintptr_t)p.g_down | (uintptr_t)p.g_gate | (uintptr_t)p.g_up) % 16 == 0;
+    tm.g_tma = mok_grads_by_tma(p.g_gate, p.g_up, p.g_down);
     if (tm.g_tma) {
         sm90_encode_f32(&tm.g_down, p.g_down, p.C, p.I, p.El);
         sm90_encode_f32(&tm.g_gate, p.g_gate, p.I, p.C, p.El);

@@ -88,6 +88,13 @@ struct GpuModel {
     void *adam_m, *adam_v; /* fp32 or bf16 (train.optimizer_state) */
     int experts_unwritten;        /* the next MoE backward writes the routed experts' gradients */
     int norm_queued;              /* every tensor's squares are queued on the comm stream (norm_partials) */
+    /* The routed experts' squares for the gradient norm from the megakernel's last backward of a step
+     * (MoeGpuGrads.sq), where no all-reduce changes their gradients after it (one data-parallel replica): without the
+     * norm's read of them (22 GB a step at mokc-small's sizes, 3.6 ms: docs/perf-notes.md, s36). */
+    int experts_sq_fused;
+    float *experts_sq;            /* a MoE layer's squares after another's, experts_sq_layer floats each */
+    long experts_sq_layer;
+    int experts_sq_now;           /* this backward is the step's last: the MoE layers leave their squares */
     bf16_t *params_bf16;
     bf16_t *wqkv_bf16;            /* (L, C, QD + 2 KD): each layer's bf16 wq, wk, wv side by side (qkv_weights_copy) */
     float *expert_bias;           /* (L, E) */
@@ -248,6 +255,10 @@ static void plan_model(GpuModel *g) {
     PLAN("rmsnorm_scratch", MEM_WORKSPACE, gpu_rmsnorm_backward_scratch_floats(g->N, d->C), float, &g->rms_scratch);
     PLAN("norm_partials", MEM_WORKSPACE, (size_t)g->t->count * REDUCE_PARTIALS, double, &g->partials);
     PLAN("scalars", MEM_WORKSPACE, 4, double, &g->scalars);
+    if (g->experts_sq_fused) {
+        g->experts_sq_layer = mok_expert_sq_floats(d->E / d->ep, d->C, d->Im);
+        PLAN("experts_sq", MEM_WORKSPACE, g->experts_sq_layer * (d->L - d->first_dense), float, &g->experts_sq);
+    }
     size_t attn_bytes = attention_workspace_bytes(g->attn_impl, g->B, g->T, d->Hq, d->Hkv, d->D);
     memory_plan_add(&g->plan, "attention", MEM_WORKSPACE, attn_bytes, &g->attn_mem);
     if (g->has_moe) {
@@ -295,6 +306,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
                        gemm_sm90_rope_ok(g->N, d->Hkv * d->D, d->C, d->D, &why);
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
+    g->experts_sq_fused = g->moe_mok && dist->dp == 1;
     g->head_rows = head_chunk_rows(g->N, d->V);
     g->head_fused = mok_sm90_available() && gemm_sm90_shape_ok(1, g->head_rows, d->V, d->C, &why);
     size_t chunks = HEAD_GRAD_BYTES / ((size_t)d->V * sizeof(bf16_t)) / (size_t)g->head_rows;
@@ -707,7 +719,7 @@ static int norm_slot(const ParamTable *t, int i) {
 static void norm_partials(GpuModel *g, int layer, int embedding) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
-        if (!in_part(g, p, layer, embedding)) continue;
+        if (!in_part(g, p, layer, embedding) || (p->kind == PARAM_EXPERT && g->experts_sq_fused)) continue;
         gpu_sumsq_partials(g->partials + (size_t)norm_slot(g->t, i) * REDUCE_PARTIALS, g->grads + p->offset,
                            (long)p->numel, g->comm_stream);
     }
@@ -787,6 +799,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     } else {
         MoeGpuWeights w = moe_weights(g, o);
         MoeGpuGrads gr = moe_grads(g, o);
+        if (g->experts_sq_now) gr.sq = g->experts_sq + (size_t)(l - d->first_dense) * g->experts_sq_layer;
         cudaCheck(cudaMemsetAsync(g->dln, 0, sizeof(float) * (size_t)NC, s));
         if (g->moe_mok)
             moe_mok_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_saved[l], g->moe_mok, a->ln2, &w,
@@ -832,6 +845,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     double scaled = dloss / g->dist->world;
     g->timing = 1;
     double loss = forward(g, inputs, targets, 1, (float)(scaled / N), load);
+    g->experts_sq_now = last && g->experts_sq_fused;
     *aux = g->h_scalars[1];
     cudaStream_t s = g->stream;
     mark(g, STEP_DENSE, "final norm bwd");
@@ -853,6 +867,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     if (last) mark(g, STEP_ALLREDUCE, "all-reduce wait");
     else mark(g, STEP_DENSE, "host between batches"); /* what the stream waits for the next micro-batch's launches */
     g->experts_unwritten = 0;
+    g->experts_sq_now = 0;
     g->timing = 0;
     /* No wait for the stream: the host loads the next micro-batch while this backward runs (upload_batch). */
     return loss;
@@ -872,7 +887,10 @@ double gpu_model_grad_norm(GpuModel *g) {
     for (int i = 0; i < g->t->count; i++) nexp += g->t->items[i].kind == PARAM_EXPERT;
     const int nrep = g->t->count - nexp;
     gpu_sum_f64(g->scalars, g->partials, (long)nrep * REDUCE_PARTIALS, 0, s);
-    gpu_sum_f64(g->scalars + 1, g->partials + (size_t)nrep * REDUCE_PARTIALS, (long)nexp * REDUCE_PARTIALS, 0, s);
+    double *exp_partials = g->partials + (size_t)nrep * REDUCE_PARTIALS; /* the experts' own when not fused */
+    if (g->experts_sq_fused)
+        gpu_sum_f32_partials(exp_partials, g->experts_sq, g->experts_sq_layer * (g->d->L - g->d->first_dense), s);
+    gpu_sum_f64(g->scalars + 1, exp_partials, (long)(g->experts_sq_fused ? 1 : nexp) * REDUCE_PARTIALS, 0, s);
     cudaCheck(cudaMemcpyAsync(g->h_scalars, g->scalars, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
     double rep = g->h_scalars[0], exp = g->h_scalars[1];

@@ -145,7 +145,7 @@ size_t moe_mok_window_bytes(const MoeGpuDims *d, int N_max, int n_saved) {
  * Saved state (one per layer in training)
  * ---------------------------------------------------------------------------------------------- */
 
-static void saved_layout(GpuBufList *l, MokState *st, const MoeGpuDims *d, int N) {
+static void saved_layout(GpuBufList *l, MokState *st, int **rows_step, const MoeGpuDims *d, int N) {
     const size_t T = (size_t)N, E = (size_t)d->E, k = (size_t)d->k, C = (size_t)d->C, I = (size_t)d->I;
     const size_t SI = (size_t)d->n_shared * I, R = (size_t)mok_r_max(d, N), ep = (size_t)d->ep, El = E / ep;
     gpu_buf_init(l, "moe_mok saved state");
@@ -164,12 +164,14 @@ static void saved_layout(GpuBufList *l, MokState *st, const MoeGpuDims *d, int N
     gpu_buf_add(l, &st->pre_up, R * I * 2);
     gpu_buf_add(l, &st->s_gate, T * SI * 2);
     gpu_buf_add(l, &st->s_up, T * SI * 2);
+    gpu_buf_add(l, rows_step, El * 4);
 }
 
 size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max) {
     MokState st;
+    int *rows_step;
     GpuBufList l;
-    saved_layout(&l, &st, d, N_max);
+    saved_layout(&l, &st, &rows_step, d, N_max);
     return gpu_buf_total(&l);
 }
 
@@ -179,8 +181,9 @@ void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int sl
     s->N_max = N_max;
     s->N = -1;
     GpuBufList l;
-    saved_layout(&l, &s->st, d, N_max);
+    saved_layout(&l, &s->st, &s->rows_step, d, N_max);
     gpu_buf_alloc(&l);
+    cudaCheck(cudaMemset(s->rows_step, 0, sizeof(int) * (size_t)(d->E / d->ep))); /* no rows before a first step */
     cudaCheck(cudaMallocHost((void **)&s->h_aux, sizeof(double)));
     cudaCheck(cudaMallocHost((void **)&s->h_counts, (size_t)d->E * sizeof(int)));
     cudaCheck(cudaMallocHost((void **)&s->h_fail, sizeof(int)));
@@ -190,7 +193,7 @@ void moe_mok_saved_create(MoeMokSaved *s, const MoeGpuDims *d, int N_max, int sl
 
 void moe_mok_saved_destroy(MoeMokSaved *s) {
     GpuBufList l;
-    saved_layout(&l, &s->st, &s->d, s->N_max);
+    saved_layout(&l, &s->st, &s->rows_step, &s->d, s->N_max);
     gpu_buf_free(&l);
     if (s->h_aux) cudaCheck(cudaFreeHost(s->h_aux));
     if (s->h_counts) cudaCheck(cudaFreeHost(s->h_counts));

@@ -94,10 +94,14 @@ typedef struct {
 
 /* fp32 gradients, same shapes as MoeGpuWeights; the backward ADDS into them, except the routed
  * experts' (w_gate, w_up, w_down) when overwrite_experts is 1: those it writes, every element (zeros
- * for an expert without rows), so the first micro-batch of a step neither zeroes nor reads them. */
+ * for an expert without rows), so the first micro-batch of a step neither zeroes nor reads them.
+ * sq: NULL, or (the step's last micro-batch; the megakernel's backward only, moe_mok_backward) where
+ * the routed experts' final gradients leave their squares, mok_expert_sq_floats(E_local, C, I) floats
+ * whose sum is the squared norm of w_gate, w_up and w_down together. */
 typedef struct {
     float *router, *w_gate, *w_up, *w_down, *shared_gate, *shared_up, *shared_down;
     int overwrite_experts;
+    float *sq;
 } MoeGpuGrads;
 
 /* The shared experts' scratch (src/gpu/moe_shared.h), N_max rows x SI, owned by a layer:

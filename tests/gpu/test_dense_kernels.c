@@ -850,6 +850,21 @@ static void test_reduce_sumsq(void) {
             double again;
             gpu_download(&again, d_out, sizeof(double));
             CHECK_MSG(memcmp(&again, &got, sizeof(double)) == 0, "sumsq n=%ld: second run %.17g vs %.17g", n, again, got);
+            /* the plain sums' partials, gpu_sum_f32_partials: every partial written, their sum the host's */
+            double want = 0, scale = 1;
+            for (long i = 0; i < n; i++) want += x[i], scale += fabs(x[i]);
+            cudaCheck(cudaMemset(d_p, 0xff, REDUCE_PARTIALS * sizeof(double)));
+            gpu_sum_f32_partials(d_p, n ? d_x : NULL, n, 0);
+            gpu_sum_f64(d_out, d_p, REDUCE_PARTIALS, 0, 0);
+            free(parts);
+            parts = dl_raw(d_p, REDUCE_PARTIALS * sizeof(double));
+            nan_parts = 0;
+            for (int b = 0; b < REDUCE_PARTIALS; b++) nan_parts += isnan(parts[b]) != 0;
+            gpu_download(&got, d_out, sizeof(double));
+            CHECK_MSG(nan_parts == 0, "sum_f32_partials n=%ld: %ld of %d partials unwritten", n, nan_parts,
+                      REDUCE_PARTIALS);
+            CHECK_MSG(fabs(got - want) <= 1e-12 * scale, "sum_f32_partials n=%ld shift=%d: gpu %.17g cpu %.17g", n,
+                      shift, got, want);
             gpu_free_shifted(d_x, 4, shift);
             cudaFree(d_p), cudaFree(d_out);
             free(x), free(parts);

@@ -5,9 +5,11 @@
  * first bit for bit.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/mok/mok.h"
 #include "cpu/model_cpu.h"
 #include "gpu/model_gpu.h"
 #include "gpu_test.h"
@@ -20,16 +22,20 @@ static ModelDims dims(int tie, int sigmoid) {
     return d;
 }
 
-/* A single-rank GPU model with the unfused MoE layer (the model keeps pointers to its run's
- * layout and optimizer settings: file statics, one model at a time). */
-static GpuModel *one_gpu_model(const ModelDims *d, const ParamTable *t, int B, int T) {
+/* A single-rank GPU model with MoE layer `impl` (the model keeps pointers to its run's layout and
+ * optimizer settings: file statics, one model at a time). */
+static GpuModel *one_gpu_model_impl(const ModelDims *d, const ParamTable *t, int B, int T, enum moe_impl impl) {
     static Dist dist;
     static GpuComms comms;
     static TrainConfig tc;
     memset(&dist, 0, sizeof dist);
     dist.world = dist.ep = dist.dp = 1;
     tc = (TrainConfig){.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-    return gpu_model_create(d, t, &tc, &dist, &comms, B, T, MOE_IMPL_UNFUSED);
+    return gpu_model_create(d, t, &tc, &dist, &comms, B, T, impl);
+}
+
+static GpuModel *one_gpu_model(const ModelDims *d, const ParamTable *t, int B, int T) {
+    return one_gpu_model_impl(d, t, B, T, MOE_IMPL_UNFUSED);
 }
 
 static void compare_model(int tie, int sigmoid) {
@@ -262,5 +268,56 @@ static void test_profile(void) {
 static void test_model_untied_softmax(void) { compare_model(0, 0); }
 static void test_model_tied_sigmoid(void) { compare_model(1, 1); }
 
+/* The gradient norm where the megakernel's last backward of a step leaves the routed experts' squares
+ * (MoeGpuGrads.sq) against the square root of every gradient's squares summed on the host: steps of one micro-batch
+ * and of two, the second with the expert bias keeping half of the experts without rows (their squares from a read of
+ * their gradients), and one expert without rows all step (zeros). fp32 sums of squares: within 1e-5. */
+static void test_grad_norm_fused_squares(void) {
+    if (!gpu_test_begin()) return;
+    if (!mok_sm90_available()) {
+        test_skip("needs an SM 9.0 GPU and an sm_90a build (the megakernel's backward)");
+        return;
+    }
+    ModelDims d = dims(0, 0);
+    ParamTable t;
+    param_table_build(&t, &d);
+    enum { B = 2, T = 24, N = B * T };
+    GpuModel *gm = one_gpu_model_impl(&d, &t, B, T, MOE_IMPL_MOK);
+    CHECK(gpu_model_moe_impl(gm) == MOE_IMPL_MOK);
+    gpu_model_init_state(gm, 9);
+    float *bias = calloc((size_t)d.L * d.E, sizeof(float)), *g = malloc(t.total * sizeof(float));
+    int64_t *load = calloc((size_t)d.L * d.E, sizeof(int64_t));
+    int in[2 * N], tg[2 * N];
+    uint64_t st = 11;
+    for (int n = 0; n < 2 * N; n++) in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)d.V), tg[n] = (in[n] + 3) % d.V;
+    for (int accum = 1; accum <= 2; accum++) {
+        gpu_model_zero_grads(gm);
+        for (int mb = 0; mb < accum; mb++) {
+            const int few = mb == 1; /* the second micro-batch: experts 0 .. E/2 - 1 without rows */
+            for (int l = 0; l < d.L; l++)
+                for (int e = 0; e < d.E; e++) bias[l * d.E + e] = e == d.E - 1 || (few && e < d.E / 2) ? -1e4f : 0.0f;
+            gpu_model_set_expert_bias(gm, bias);
+            double aux = 0;
+            memset(load, 0, sizeof(int64_t) * (size_t)d.L * d.E);
+            gpu_model_forward_backward(gm, in + mb * N, tg + mb * N, 1.0, mb == accum - 1, &aux, load);
+            for (int e = 0; e < d.E; e++)
+                CHECK_MSG(load[d.E + e] == 0 || !(e == d.E - 1 || (few && e < d.E / 2)),
+                          "micro-batch %d: expert %d got %lld rows against a bias of -1e4", mb, e,
+                          (long long)load[d.E + e]);
+        }
+        const double norm = gpu_model_grad_norm(gm);
+        gpu_model_download_grads(gm, g);
+        double want = 0;
+        for (size_t j = 0; j < t.total; j++) want += (double)g[j] * g[j];
+        want = sqrt(want);
+        CHECK_MSG(fabs(norm - want) <= 1e-5 * want && want > 0,
+                  "%d micro-batch(es): gradient norm %.9g, the gradients' own %.9g", accum, norm, want);
+    }
+    gpu_model_destroy(gm);
+    free(bias), free(g), free(load);
+    param_table_free(&t);
+}
+
 TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_upload_bf16),
-           TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid), TEST_CASE(test_profile));
+           TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid), TEST_CASE(test_profile),
+           TEST_CASE(test_grad_norm_fused_squares));

@@ -13,6 +13,8 @@
  * weight-gradient tasks in one backward), token and row counts that are not multiples of 64 or 128, shared experts on
  * and off. test_mok_narrow_widths: C and I multiples of 8
  * but not of 64, for the tiles that take them; skipped (visibly) while moe_mok_supported says no.
+ * The backward (check_backward, in both) against the unfused one, written and added, and the gradient norm's
+ * squares it leaves on a step's last micro-batch (check_squares).
  * test_mok_schedule: the M-tile schedule kernel against a serial loop; test_mok_histogram: this
  * rank's expert counts against a count on the host. test_mok_graph: forward and
  * backward captured as one CUDA graph (global capture mode), replayed twice, bitwise equal to the
@@ -22,6 +24,7 @@
  * work with a 1 s budget; the parent checks that the child exits non-zero within the time limit
  * and printed the record (role, task, counter, expected, seen).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,7 +167,7 @@ static void grads_create(Grads *G, const Shape *s) {
 
 static MoeGpuGrads grads_view(const Grads *G, int shared) {
     MoeGpuGrads g = {G->g[G_ROUTER], G->g[G_GATE], G->g[G_UP], G->g[G_DOWN], shared ? G->g[G_SGATE] : NULL,
-                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL, 0};
+                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL, 0, NULL};
     return g;
 }
 
@@ -280,6 +283,67 @@ static void mok_backward(MoeGpuGrads *g, void *ctx) {
     moe_mok_sync(c->m, 0);
 }
 
+/* Sum of squares (double) of n floats on the device. */
+static double device_sumsq(const float *dev, long n) {
+    float *h = mallocCheck((size_t)n * sizeof(float));
+    gpu_download(h, dev, (size_t)n * sizeof(float));
+    double t = 0;
+    for (long i = 0; i < n; i++) t += (double)h[i] * h[i];
+    free(h);
+    return t;
+}
+
+/* MoeGpuGrads.sq: what the megakernel's last backward of a step leaves sums to the routed experts' squared gradient
+ * norm (fp32 sums: within 1e-5), every float of it written, whichever way each slot comes: the epilogues (rows in
+ * the last micro-batch), zeros (no rows all step), or a read of the gradients (rows in an earlier micro-batch only;
+ * tasks at the gradients' edges, as in the narrow shapes; every expert where the gradients are not 16-byte aligned).
+ * Steps of one micro-batch, and of two: the last with all tokens or with the first 1 or 3 (most experts without rows
+ * there), the first with all tokens or with as few. */
+static void check_squares(const Shape *s, BackwardCtx *c) {
+    const long n_sq = mok_expert_sq_floats(s->E, s->C, s->I);
+    float *sq;
+    cudaCheck(cudaMalloc((void **)&sq, (size_t)n_sq * sizeof(float)));
+    float *h_sq = mallocCheck((size_t)n_sq * sizeof(float));
+    Grads G;
+    grads_create(&G, s);
+    const int few = s->N < 3 ? s->N : 3;
+    const int steps[][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}};
+    for (int shift = 0; shift <= 1; shift++)
+        for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++) {
+            Grads V = G;
+            for (int t = G_GATE; t <= G_DOWN; t++) V.g[t] = G.g[t] + shift;
+            MoeGpuGrads g = grads_view(&V, s->S > 0);
+            if (steps[i][0] > 0) { /* a first micro-batch, writing */
+                c->N = steps[i][0];
+                g.overwrite_experts = 1;
+                mok_backward(&g, c);
+            }
+            cudaCheck(cudaMemset(sq, 0xff, (size_t)n_sq * sizeof(float)));
+            c->N = steps[i][1];
+            g.overwrite_experts = steps[i][0] == 0;
+            g.sq = sq;
+            mok_backward(&g, c);
+            gpu_download(h_sq, sq, (size_t)n_sq * sizeof(float));
+            double got = 0;
+            long unwritten = 0;
+            for (long j = 0; j < n_sq; j++) {
+                if (isnan(h_sq[j])) unwritten++;
+                got += h_sq[j];
+            }
+            double want = 0;
+            for (int t = G_GATE; t <= G_DOWN; t++) want += device_sumsq(V.g[t], V.n[t]);
+            CHECK_MSG(unwritten == 0, "[%s] squares, micro-batches of %d then %d tokens%s: %ld of %ld floats unwritten",
+                      s->label, steps[i][0], steps[i][1], shift ? ", unaligned" : "", unwritten, n_sq);
+            CHECK_MSG(fabs(got - want) <= 1e-5 * want && (want > 0 || got == 0),
+                      "[%s] squares, micro-batches of %d then %d tokens%s: %.9g, the gradients' %.9g", s->label,
+                      steps[i][0], steps[i][1], shift ? ", unaligned" : "", got, want);
+        }
+    c->N = s->N;
+    grads_destroy(&G);
+    free(h_sq);
+    cudaCheck(cudaFree(sq));
+}
+
 static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, MoeUnfusedWork *w) {
     const int N = s->N, shared = s->S > 0;
     const double daux = 0.01;
@@ -311,6 +375,7 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
     BackwardCtx ctx = {P, a, w, &m, &sv, dy, run[1].dx, y, daux, N};
     check_overwrite(s, "unfused overwrite", &ref, unfused_backward, &ctx, 0);
     check_overwrite(s, "mok overwrite", &run[0], mok_backward, &ctx, 1);
+    check_squares(s, &ctx);
     cudaCheck(cudaFree(y));
     cudaCheck(cudaFree(dy));
     grads_destroy(&ref);
