@@ -4,6 +4,9 @@
  * Task t < nWd is wdown (mi, ni) = (t / nC, t % nC), nC = ceil(C / 256): rows mi * 128.. of I, columns ni * 256..
  * of C in g_down (I x C); else wgu u = t - nWd, (mi, ni) = (u / nI, u % nI), nI = ceil(I / 128): rows mi * 128.. of
  * C, columns ni * 128.. of I in g_gate and in g_up (C x I). nWd = ceil(I / 128) * nC.
+ * The backward's ticket order counts the same tasks with its own copies of these formulas (mok_backward_sm90.cu:
+ * bwd_nWd, bwd_nWg, sm90_bwd_task): through the helpers here its kernel compiles to other SASS (+512 bytes, s36,
+ * not measured on a GPU), so they stay apart; check_squares in tests/gpu/test_mok.c fails if the two ever part.
  */
 #ifndef MOKC_KERNELS_MOK_EXPERT_SQ_CUH
 #define MOKC_KERNELS_MOK_EXPERT_SQ_CUH
