@@ -185,7 +185,7 @@ void mok_backward_launch(const MokBwdParams *p, int grid, cudaStream_t stream);
 /* The routed experts' gradient squares, for the gradient norm without another read of the gradients
  * (22 GB a step at mokc-small's sizes, 3.6 ms: docs/perf-notes.md, s36). On the step's last backward
  * (MokBwdParams.sq) the weight-gradient epilogues sum the squares of the values they leave, one float a
- * warp: the slot of expert el's task t (kernels/mok/expert_sq.cuh: the wdown tasks, then the wgu tasks)
+ * warp: the slot of expert el's task t (kernels/mok/wgrad_tasks.cuh: the wdown tasks, then the wgu tasks)
  * holds MOK_SQ_FLOATS floats, consumer w's warp j at w * 4 + j, each in fp32 over a thread's 128 values
  * and a fixed butterfly. */
 #define MOK_SQ_FLOATS 8

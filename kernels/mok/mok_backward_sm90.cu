@@ -11,7 +11,7 @@
  * most 64 rows loads a 64-row box of A, and only consumer 0 multiplies (as the forward).
  */
 #include "../device_util.cuh"
-#include "expert_sq.cuh"
+#include "wgrad_tasks.cuh"
 #include "sm90_pipeline.cuh"
 
 /* TMA maps. K-major A operands: boxes of 64 K x 128 rows; MN-major operands: panels of 64 columns
@@ -31,10 +31,8 @@ enum { BWD_DGRAD = 0, BWD_WDOWN = 1, BWD_DX = 2, BWD_WGU = 3 };
 /* Tasks per kind, from the shape (the producer decodes every ticket: sm90_bwd_task). */
 __device__ __forceinline__ int bwd_nA(const MokBwdParams &p) { return (p.I + 255) / 256; } /* dgrad per M tile */
 __device__ __forceinline__ int bwd_nX(const MokBwdParams &p) { return (p.C + 255) / 256; } /* dx per M tile */
-__device__ __forceinline__ int bwd_nWd(const MokBwdParams &p) { return ((p.I + 127) / 128) * ((p.C + 255) / 256); }
-__device__ __forceinline__ int bwd_nWg(const MokBwdParams &p) { return ((p.C + 127) / 128) * ((p.I + 127) / 128); }
 __device__ __forceinline__ int bwd_total(const MokBwdParams &p, int MT) {
-    return MT * (bwd_nA(p) + bwd_nX(p)) + p.El * (bwd_nWd(p) + bwd_nWg(p));
+    return MT * (bwd_nA(p) + bwd_nX(p)) + p.El * (mok_wdown_tasks(p.C, p.I) + mok_wgu_tasks(p.C, p.I));
 }
 
 /* Local expert el's first owner row and row count. */
@@ -69,7 +67,7 @@ __device__ __forceinline__ bool sm90_bwd_wide(const MokBwdParams &p, const Sm90B
 __device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int MT, int t) {
     Sm90BwdTask k;
     k.t = t;
-    const int e0 = MT * bwd_nA(p), e1 = e0 + p.El * bwd_nWd(p), e2 = e1 + MT * bwd_nX(p);
+    const int e0 = MT * bwd_nA(p), e1 = e0 + p.El * mok_wdown_tasks(p.C, p.I), e2 = e1 + MT * bwd_nX(p);
     k.kind = t < e0 ? BWD_DGRAD : t < e1 ? BWD_WDOWN : t < e2 ? BWD_DX : BWD_WGU;
     const int u = t - (k.kind == BWD_DGRAD ? 0 : k.kind == BWD_WDOWN ? e0 : k.kind == BWD_DX ? e1 : e2);
     if (k.kind == BWD_DGRAD || k.kind == BWD_DX) {
@@ -77,8 +75,8 @@ __device__ __forceinline__ Sm90BwdTask sm90_bwd_task(const MokBwdParams &p, int 
         k.idx = u / n, k.mi = 0, k.ni = u - k.idx * n;
         mok_tile_rows(p, k.idx, k.rows.el, k.rows.r0, k.rows.nrows);
     } else {
-        const int n = k.kind == BWD_WDOWN ? (p.C + 255) / 256 : (p.I + 127) / 128;
-        const int per = k.kind == BWD_WDOWN ? bwd_nWd(p) : bwd_nWg(p);
+        const int n = k.kind == BWD_WDOWN ? mok_wdown_cols(p.C) : mok_wgu_cols(p.I);
+        const int per = k.kind == BWD_WDOWN ? mok_wdown_tasks(p.C, p.I) : mok_wgu_tasks(p.C, p.I);
         k.idx = u / per;
         const int r = u - k.idx * per;
         k.mi = r / n, k.ni = r - (r / n) * n;
@@ -353,15 +351,15 @@ struct Sm90WgradOut {
 /* Lane 0 of each of consumer w's warps: the warp's sum of ss (a fixed butterfly) into the task's slot of p.sq
  * (mok.h: mok_expert_sq_floats), the task found from its output's place (out's fields are live here anyway; the
  * task's own, held across the epilogue, spill the consumers' registers). Tasks at the gradients' edges leave their
- * slot to mok_expert_sq_rest (expert_sq.cuh: mok_sq_whole). */
+ * slot to mok_expert_sq_rest (wgrad_tasks.cuh: mok_wgrad_whole). */
 __device__ __forceinline__ void sm90_sq_out(const MokBwdParams &p, const Sm90WgradOut &out, int w, float ss) {
     const bool down = out.split == 256; /* wdown: 256 columns of g_down; wgu: 128 of g_gate and of g_up */
-    const int t = mok_sq_task(down, out.row >> 7, out.n0 / out.split, p.C, p.I);
-    if (!mok_sq_whole(mok_sq_region(t, p.C, p.I))) return;
+    const int t = mok_wgrad_task(down, out.row >> 7, out.n0 / out.split, p.C, p.I);
+    if (!mok_wgrad_whole(mok_wgrad_region(t, p.C, p.I))) return;
     ss = warp_sum(ss);
     const int tid = threadIdx.x & 127;
     if ((tid & 31) == 0)
-        p.sq[((size_t)out.el * mok_sq_tasks(p.C, p.I) + t) * MOK_SQ_FLOATS + 4 * w + (tid >> 5)] = ss;
+        p.sq[((size_t)out.el * mok_wgrad_tasks(p.C, p.I) + t) * MOK_SQ_FLOATS + 4 * w + (tid >> 5)] = ss;
 }
 
 /* Where part q (16 KB: two 128-byte swizzled boxes of 64 rows x 32 fp32, 1024-byte aligned) of consumer w's

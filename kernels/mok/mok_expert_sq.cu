@@ -5,7 +5,7 @@
 #include "mok.h"
 
 #include "../device_util.cuh"
-#include "expert_sq.cuh"
+#include "wgrad_tasks.cuh"
 
 namespace {
 
@@ -20,14 +20,14 @@ __global__ void rows_step_kernel(int *rows_step, const int *eo, int e0, int El, 
 
 /* Block (t, el): the slot of expert el's task t where the epilogues left it: every task of an expert the kernel
  * skipped (all: of every expert), and tasks at the gradients' edges. Zeros for an expert without rows all step;
- * else the squares of the task's region (expert_sq.cuh), a warp's sum a float. */
+ * else the squares of the task's region (wgrad_tasks.cuh), a warp's sum a float. */
 __global__ void __launch_bounds__(kThreads)
     sq_rest_kernel(float *sq, const int *rows_step, const int *eo, int e0, const float *g_gate, const float *g_up,
                    const float *g_down, int C, int I, int overwrite, int all) {
     const int t = blockIdx.x, el = blockIdx.y;
-    const MokSqRegion r = mok_sq_region(t, C, I);
+    const MokWgradRegion r = mok_wgrad_region(t, C, I);
     const bool skipped = all || (!overwrite && expert_rows(eo, e0, el) == 0);
-    if (!skipped && mok_sq_whole(r)) return; /* the epilogue took it */
+    if (!skipped && mok_wgrad_whole(r)) return; /* the epilogue took it */
     float ss = 0.0f;
     if (!skipped || all || rows_step[el] > 0) {
         const long CI = (long)C * I, N = r.down ? C : I;
@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kThreads)
 
 } // namespace
 
-extern "C" long mok_expert_sq_floats(int El, int C, int I) { return (long)El * mok_sq_tasks(C, I) * MOK_SQ_FLOATS; }
+extern "C" long mok_expert_sq_floats(int El, int C, int I) { return (long)El * mok_wgrad_tasks(C, I) * MOK_SQ_FLOATS; }
 
 extern "C" void mok_expert_sq_rest(float *sq, int *rows_step, const int *expert_offset_all, int e0, int El,
                                    const float *g_gate, const float *g_up, const float *g_down, int C, int I,
@@ -55,7 +55,7 @@ extern "C" void mok_expert_sq_rest(float *sq, int *rows_step, const int *expert_
     if (!sq) {
         rows_step_kernel<<<(El + 127) / 128, 128, 0, stream>>>(rows_step, expert_offset_all, e0, El, overwrite);
     } else {
-        const dim3 grid(mok_sq_tasks(C, I), El);
+        const dim3 grid(mok_wgrad_tasks(C, I), El);
         sq_rest_kernel<<<grid, kThreads, 0, stream>>>(sq, rows_step, expert_offset_all, e0, g_gate, g_up, g_down, C,
                                                      I, overwrite, !mok_grads_by_tma(g_gate, g_up, g_down));
     }
