@@ -9,11 +9,11 @@
  *    swizzled shared-memory stages, two K blocks ahead. Shared memory once held A's planes too:
  *    its traffic (the split's stores, six products reading both operands) kept the tensor cores
  *    half idle (2026-11-30 (s13) in docs/perf-notes.md). Operands given as planes are read (A) or
- *    copied by cp.async (B) instead of split; an A of bf16 values is its own h plane, and only the
- *    three products of h run.
+ *    copied by cp.async (B) instead of split; an operand of bf16 values is its own h plane, and only
+ *    the products of its h run (three of the six; one when both operands are bf16 values).
  *  - Any other GPU (or forced): a 64 x 128 tile of 8 warps, mma.sync m16n8k16 from ldmatrix
  *    fragments of planes stored to shared memory, one stage, the next K block in registers
- *    meanwhile; reads fp32 values (and A's bf16 values), never planes.
+ *    meanwhile; reads fp32 values (and bf16 values), never planes.
  */
 #include "gemm_f32x3.h"
 
@@ -206,10 +206,10 @@ __device__ __forceinline__ int wg_offset(int mn, int k) {
     return row * 128 + ((((c >> 3) ^ row) & 7) << 4) + (c & 7) * 2;
 }
 
-/* A block of an operand given as planes (ps elements apart, laid out as the fp32 with leading
- * dimension ld) into a stage's three plane tiles: 16-byte chunks by cp.async (zeros outside), or
- * element by element where vec is off (ld % 8, alignment). */
-template <int R, bool K_MAJOR>
+/* A block of an operand given as NP planes (ps elements apart, laid out as the fp32 with leading
+ * dimension ld; NP 1: bf16 values) into a stage's plane tiles: 16-byte chunks by cp.async (zeros
+ * outside), or element by element where vec is off (ld % 8, alignment). */
+template <int R, bool K_MAJOR, int NP>
 __device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long ld, int r0, int rows, int k0, int k_end,
                                                bool vec, unsigned char *tile) {
     constexpr int CHUNKS = R * WG_BK / 8; /* a plane's, each 8 elements along the contiguous dimension */
@@ -228,7 +228,7 @@ __device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long 
             const bool in = gr < rows && gk < k_end;
             const long base = K_MAJOR ? (long)gr * ld + gk : (long)gk * ld + gr;
 #pragma unroll
-            for (int pl = 0; pl < 3; pl++) mok_cp_async16(tile + pl * WG_TILE + off, in ? p + pl * ps + base : p, in);
+            for (int pl = 0; pl < NP; pl++) mok_cp_async16(tile + pl * WG_TILE + off, in ? p + pl * ps + base : p, in);
         }
         return;
     }
@@ -238,7 +238,7 @@ __device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long 
         const int off = at(i, gr, gk);
         const long base = K_MAJOR ? (long)gr * ld + gk : (long)gk * ld + gr;
 #pragma unroll
-        for (int pl = 0; pl < 3; pl++) {
+        for (int pl = 0; pl < NP; pl++) {
             const uint16_t *q = p + pl * ps + base;
             uint32_t e[8];
 #pragma unroll
@@ -252,12 +252,16 @@ __device__ __forceinline__ void wg_copy_planes(const uint16_t *p, long ps, long 
     }
 }
 
-/* B's K block into a stage: its planes copied (PL), or its fp32 read and split here. */
-template <bool K_MAJOR, bool PL>
+/* How an operand reaches the Hopper kernel: its fp32 values (split there), its three planes, or bf16
+ * values (one plane: m and l are zero, so only the products of h run). */
+enum OpKind { OP_F32 = 0, OP_PLANES = 1, OP_BF16 = 2 };
+
+/* B's K block into a stage: its planes (or bf16 values) copied, or its fp32 read and split here. */
+template <bool K_MAJOR, int BK>
 __device__ __forceinline__ void wg_fill_b(const float *f, const uint16_t *pl, long ps, long ld, int n0, int cols,
                                           int k0, int k_end, bool vec, unsigned char *stage) {
-    if constexpr (PL) {
-        wg_copy_planes<TILE_N, K_MAJOR>(pl, ps, ld, n0, cols, k0, k_end, vec, stage);
+    if constexpr (BK != OP_F32) {
+        wg_copy_planes<TILE_N, K_MAJOR, BK == OP_PLANES ? 3 : 1>(pl, ps, ld, n0, cols, k0, k_end, vec, stage);
     } else { /* in two halves of 64 columns: half the registers beside A's */
 #pragma unroll
         for (int h = 0; h < TILE_N; h += 64) {
@@ -268,22 +272,19 @@ __device__ __forceinline__ void wg_fill_b(const float *f, const uint16_t *pl, lo
     }
 }
 
-/* How A reaches the Hopper kernel: its fp32 values (split there), its three planes, or bf16 values
- * (one plane: m and l are zero, so only the products of h run: three of the six). */
-enum AKind { A_F32 = 0, A_PLANES = 1, A_BF16 = 2 };
 
 /* A thread's part of A in one 16-wide k step, for wgmma's register operand (flash_sm90.cuh): pair i
  * (i < 4) holds row r + 8 (i & 1), columns c + 8 (i >> 1) and the one after (c = k + 2 (lane % 4)).
  * Read from the fp32 values (v[2 i + j], split when the step is multiplied) or from the planes
- * (v[4 p + i], plane p's pair, already bf16; one plane for A_BF16). A_T: A stored (K, M). A
+ * (v[4 p + i], plane p's pair, already bf16; one plane for OP_BF16). A_T: A stored (K, M). A
  * transposed A's bf16 pair is two loads a row apart: each value in its own register (v[2 i + j]),
  * joined when multiplied, as the fp32 values are split then; joined at the load, the thread waited
  * there for the load (its router weight-gradient GEMM ran slower than from fp32, s32 r2). */
 template <bool A_T, int AK>
 struct AStep {
-    static constexpr int NP = AK == A_PLANES ? 3 : 1;       /* planes read (A_F32: none) */
-    static constexpr bool JOIN_LATE = A_T && AK == A_BF16; /* v[2 i + j]: value j of pair i */
-    uint32_t v[AK == A_F32 || JOIN_LATE ? 8 : 4 * NP];
+    static constexpr int NP = AK == OP_PLANES ? 3 : 1;       /* planes read (OP_F32: none) */
+    static constexpr bool JOIN_LATE = A_T && AK == OP_BF16; /* v[2 i + j]: value j of pair i */
+    uint32_t v[AK == OP_F32 || JOIN_LATE ? 8 : 4 * NP];
 
     /* fast: both rows and the whole K block inside, and (K-major) vec: no per-element tests, which cost more
      * instructions than the loads and the split */
@@ -296,7 +297,7 @@ struct AStep {
                 const long at0 = A_T ? (long)col * ld + row : (long)row * ld + col, at1 = A_T ? at0 + ld : at0 + 1;
                 if constexpr (JOIN_LATE) {
                     v[2 * i] = pl[at0], v[2 * i + 1] = pl[at1];
-                } else if constexpr (AK != A_F32) {
+                } else if constexpr (AK != OP_F32) {
 #pragma unroll
                     for (int p = 0; p < NP; p++) {
                         const uint16_t *q = pl + p * ps;
@@ -320,7 +321,7 @@ struct AStep {
             if constexpr (JOIN_LATE) {
                 v[2 * i] = in0 ? pl[at0] : 0u;
                 v[2 * i + 1] = in1 ? pl[at1] : 0u;
-            } else if constexpr (AK != A_F32) {
+            } else if constexpr (AK != OP_F32) {
 #pragma unroll
                 for (int p = 0; p < NP; p++) {
                     const uint16_t *q = pl + p * ps;
@@ -339,13 +340,13 @@ struct AStep {
         }
     }
 
-    /* the planes' registers: a[p] for plane p (h, m, l; h only for A_BF16) */
+    /* the planes' registers: a[p] for plane p (h, m, l; h only for OP_BF16) */
     __device__ __forceinline__ void frag(uint32_t (&a)[3][4]) const {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             if constexpr (JOIN_LATE) {
                 a[0][i] = __byte_perm(v[2 * i], v[2 * i + 1], 0x5410); /* the low halves: (v[2 i], v[2 i + 1]) */
-            } else if constexpr (AK != A_F32) { /* a copy the compiler keeps: else the wgmma would read v, which
+            } else if constexpr (AK != OP_F32) { /* a copy the compiler keeps: else the wgmma would read v, which
                                                    the next load_a rewrites while it runs, and ptxas serializes every
                                                    wgmma to allow that */
 #pragma unroll
@@ -387,14 +388,14 @@ struct WgPos {
     }
 };
 
-/* A_T: A stored (K, M); B_T: B stored (N, K); AK: how A comes (AKind); B_PL: read B's planes. Persistent:
+/* A_T: A stored (K, M); B_T: B stored (N, K); AK, BK: how A and B come (OpKind). Persistent:
  * block b takes items b, b + gridDim.x, ...; their K blocks form one stream. Each thread reads
  * its part of A into registers ahead of use (RING k steps), and multiplies from registers
  * (wgmma's RS form): no shared-memory traffic for A. B goes through WG_STAGES shared-memory stages, copied
  * two K blocks ahead into the stage that K block t - 2 used: both warpgroups finished it before
  * the barrier of block t (each waits for its products two k steps back before the next step).
  * A finished tile's results go out while the next tile's first products run. WG_SMEM bytes. */
-template <bool A_T, bool B_T, int AK, bool B_PL>
+template <bool A_T, bool B_T, int AK, int BK>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_f32x3_sm90_kernel(int M, int N, int K, int kc, int n_tiles, int m_tiles, int chunks,
                            const float *__restrict__ A, const float *__restrict__ B, float *C, float alpha, float beta,
@@ -416,7 +417,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = sum[i] = 0.0f;
     /* A's next RING k steps (their fp32 values, or the planes: 12 registers a step, so only two ahead) */
-    constexpr int RING = AK == A_PLANES ? 2 : WG_STEPS;
+    constexpr int RING = AK == OP_PLANES ? 2 : WG_STEPS;
     AStep<A_T, AK> ring[RING];
     uint32_t fr[2][3][4]; /* the planes of the k step multiplied, and of the one before */
     WgPos cur(blockIdx.x, n_tiles, m_tiles, kc, K), pa = cur, pb = cur;
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     };
     auto fill_b = [&](int t) {
         if (pb.i < items)
-            wg_fill_b<B_T, B_PL>(B, planes_b, ps_b, ldb, pb.it.n0, N, pb.k0, pb.it.k_end, vec_b,
+            wg_fill_b<B_T, BK>(B, planes_b, ps_b, ldb, pb.it.n0, N, pb.k0, pb.it.k_end, vec_b,
                                  smem + (t % WG_STAGES) * WG_STAGE);
         mok_cp_async_commit(); /* an empty group past the end keeps the count */
         pb.next(n_tiles, m_tiles, kc, K);
@@ -461,10 +462,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 if (m < M && n < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(C + (size_t)m * N + n));
             }
         }
-        /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h; a bf16 A's m and l are
-         * zero, so its sums skip the first three (adding a zero product changes no accumulator's bits) */
+        /* (A plane, B plane), smallest products first: l h, m m, m h, h l, h m, h h; a bf16 operand's m and l
+         * are zero, so the sums skip the products of them (adding a zero product changes no accumulator's bits) */
         const int plane_a[6] = {2, 1, 1, 0, 0, 0}, plane_b[6] = {0, 1, 0, 2, 1, 0};
-        constexpr int FIRST = AK == A_BF16 ? 3 : 0;
 #pragma unroll
         for (int s = 0; s < WG_STEPS; s++) {
             mok_wgmma_wait<1>(); /* the products of two k steps back, which read fr[s & 1], are done */
@@ -473,7 +473,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             else if (pa.i < items) load_a(pa, s + RING - WG_STEPS);
             mok_wgmma_fence();
 #pragma unroll
-            for (int q = FIRST; q < 6; q++) {
+            for (int q = 0; q < 6; q++) {
+                if ((AK == OP_BF16 && plane_a[q] != 0) || (BK == OP_BF16 && plane_b[q] != 0)) continue;
                 const uint64_t db = mok_wgmma_desc(st + plane_b[q] * WG_TILE, lbo_b, 1024) + step_b * s;
                 flash_wgmma_rs<!B_T>(acc, fr[s & 1][plane_a[q]], db, 1);
             }
@@ -542,12 +543,13 @@ __device__ __forceinline__ void frag_b(uint32_t (&b)[4], const __nv_bfloat16 *pl
     else mok_ldmatrix_x4_trans(b, plane + (kk + (lane & 7) + ((i & 1) << 3)) * PITCH + n + ((i >> 1) << 3));
 }
 
-/* One block an SM: the second accumulator set takes it to ~160 registers a thread. */
-template <bool A_T, bool B_T, bool A_BF16>
+/* One block an SM: the second accumulator set takes it to ~160 registers a thread. A16, B16: the operand comes as
+ * bf16 values (A16, B16 the pointers; A, B unused). */
+template <bool A_T, bool B_T, bool A_BF16, bool B_BF16>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_f32x3_mma_kernel(int M, int N, int K, int kc, const float *__restrict__ A, const uint16_t *__restrict__ A16,
-                          const float *__restrict__ B, float *C, float alpha, float beta, float *__restrict__ parts,
-                          bool vec_a, bool vec_b) {
+                          const float *__restrict__ B, const uint16_t *__restrict__ B16, float *C, float alpha,
+                          float beta, float *__restrict__ parts, bool vec_a, bool vec_b) {
     typedef MsPlane<MS_BM, !A_T> PA;
     typedef MsPlane<TILE_N, B_T> PB;
     __shared__ __align__(16) __nv_bfloat16 sa[3 * PA::SIZE], sb[3 * PB::SIZE];
@@ -562,8 +564,12 @@ __global__ void __launch_bounds__(THREADS, 1)
         if constexpr (A_BF16) la.load(A16, lda, m0, M, k0, k_end, vec_a);
         else la.load(A, lda, m0, M, k0, k_end, vec_a);
     };
+    auto load_b = [&](int k0) {
+        if constexpr (B_BF16) lb.load(B16, ldb, n0, N, k0, k_end, vec_b);
+        else lb.load(B, ldb, n0, N, k0, k_end, vec_b);
+    };
     load_a(k_begin);
-    lb.load(B, ldb, n0, N, k_begin, k_end, vec_b);
+    load_b(k_begin);
     for (int k0 = k_begin; k0 < k_end; k0 += MS_BK) {
         __syncthreads(); /* the last block's fragments are read */
         ms_store<MS_BM, !A_T>(la, sa);
@@ -571,7 +577,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         __syncthreads();
         if (k0 + MS_BK < k_end) {
             load_a(k0 + MS_BK);
-            lb.load(B, ldb, n0, N, k0 + MS_BK, k_end, vec_b);
+            load_b(k0 + MS_BK);
         }
 #pragma unroll
         for (int kk = 0; kk < MS_BK; kk += 16) {
@@ -619,26 +625,29 @@ constexpr int RULE_TILE_M = 128; /* the chunk rule counts 128 x 128 tiles (eithe
 
 int chunk_len(int K, int S, int bk) { return ((K + S - 1) / S + bk - 1) / bk * bk; }
 
-typedef void (*MmaKernel)(int, int, int, int, const float *, const uint16_t *, const float *, float *, float, float,
-                          float *, bool, bool);
+typedef void (*MmaKernel)(int, int, int, int, const float *, const uint16_t *, const float *, const uint16_t *,
+                          float *, float, float, float *, bool, bool);
 typedef void (*Sm90Kernel)(int, int, int, int, int, int, int, const float *, const float *, float *, float, float,
                            float *, bool, bool, const uint16_t *, long, const uint16_t *, long);
 
-/* Hopper variant I: bit 0 trans_a, bit 1 trans_b, then 4 (A's AKind + 3 (B's planes)). */
-constexpr int SM90_VARIANTS = 4 * 3 * 2;
+/* Hopper variant I: bit 0 trans_a, bit 1 trans_b, then 4 (A's OpKind + 3 B's). */
+constexpr int SM90_VARIANTS = 4 * 3 * 3;
 template <int I> constexpr Sm90Kernel sm90_variant() {
-    return gemm_f32x3_sm90_kernel<(I & 1) != 0, (I & 2) != 0, I / 4 % 3, I / 12 != 0>;
+    return gemm_f32x3_sm90_kernel<(I & 1) != 0, (I & 2) != 0, I / 4 % 3, I / 12>;
 }
 template <int... I> constexpr std::array<Sm90Kernel, sizeof...(I)> sm90_table(std::integer_sequence<int, I...>) {
     return {sm90_variant<I>()...};
 }
 const std::array<Sm90Kernel, SM90_VARIANTS> sm90_kernels = sm90_table(std::make_integer_sequence<int, SM90_VARIANTS>());
-/* mma.sync variant I: bit 0 trans_a, bit 1 trans_b, bit 2 A given as bf16 values. */
+/* mma.sync variant I: bit 0 trans_a, bit 1 trans_b, bit 2 A given as bf16 values, bit 3 B. */
+constexpr int MMA_VARIANTS = 16;
 template <int I> constexpr MmaKernel mma_variant() {
-    return gemm_f32x3_mma_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0>;
+    return gemm_f32x3_mma_kernel<(I & 1) != 0, (I & 2) != 0, (I & 4) != 0, (I & 8) != 0>;
 }
-const MmaKernel mma_kernels[8] = {mma_variant<0>(), mma_variant<1>(), mma_variant<2>(), mma_variant<3>(),
-                                  mma_variant<4>(), mma_variant<5>(), mma_variant<6>(), mma_variant<7>()};
+template <int... I> constexpr std::array<MmaKernel, sizeof...(I)> mma_table(std::integer_sequence<int, I...>) {
+    return {mma_variant<I>()...};
+}
+const std::array<MmaKernel, MMA_VARIANTS> mma_kernels = mma_table(std::make_integer_sequence<int, MMA_VARIANTS>());
 
 bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0; }
 
@@ -648,8 +657,8 @@ bool aligned(const void *p, int bytes) { return ((uintptr_t)p & (uintptr_t)(byte
 struct DeviceInfo {
     bool known, wgmma;
     int sms;
-    unsigned raised; /* bit v: variant v */
-    static_assert(SM90_VARIANTS <= 32, "a bit a variant");
+    unsigned long long raised; /* bit v: variant v */
+    static_assert(SM90_VARIANTS <= 64, "a bit a variant");
 };
 constexpr int kMaxDevices = 64;
 DeviceInfo &device_info() {
@@ -670,9 +679,9 @@ DeviceInfo &device_info() {
 /* Hopper variant v ready to launch here; returns the device's multiprocessors. */
 int sm90_ready(int v) {
     DeviceInfo &d = device_info();
-    if (!(d.raised >> v & 1u)) {
+    if (!(d.raised >> v & 1ull)) {
         cudaCheck(cudaFuncSetAttribute(sm90_kernels[v], cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-        d.raised |= 1u << v;
+        d.raised |= 1ull << v;
     }
     return d.sms;
 }
@@ -735,8 +744,9 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
     if ((long)n_tiles * m_tiles * chunks > INT_MAX / 2 || n_tiles > 65535 || chunks > 65535)
         mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: a %d x %d output in %d chunks is too large (internal)", M, N,
                  chunks);
-    if (B.f32 == NULL) mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: B without its fp32 values (internal)");
-    const bool a_bf16 = A.f32 == NULL;
+    const bool a_bf16 = A.f32 == NULL, b_bf16 = B.f32 == NULL;
+    if ((a_bf16 && A.planes == NULL) || (b_bf16 && B.planes == NULL))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_gemm_f32x3: an operand without values (internal)");
     if (wg) {
         /* planes (or bf16 values, one plane): 16-byte chunks of 8 elements where the layout allows, else element by
          * element */
@@ -745,8 +755,8 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
                            : lda % 4 == 0 && aligned(A.f32, 16);
         const bool vb = pb ? ldb % 8 == 0 && B.plane_stride % 8 == 0 && aligned(B.planes, 16)
                            : ldb % 4 == 0 && aligned(B.f32, 16);
-        const int ak = a_bf16 ? A_BF16 : pa ? A_PLANES : A_F32;
-        const int kv = v + 4 * (ak + 3 * (pb ? 1 : 0)), sms = sm90_ready(kv);
+        const int ak = a_bf16 ? OP_BF16 : pa ? OP_PLANES : OP_F32, bk = b_bf16 ? OP_BF16 : pb ? OP_PLANES : OP_F32;
+        const int kv = v + 4 * (ak + 3 * bk), sms = sm90_ready(kv);
         const long items = (long)n_tiles * m_tiles * chunks;
         sm90_kernels[kv]<<<(unsigned)(items < sms ? items : sms), THREADS, WG_SMEM, stream>>>(
             M, N, K, kc, n_tiles, m_tiles, chunks, A.f32, B.f32, C, alpha, beta, scratch, va, vb, A.planes,
@@ -754,10 +764,11 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
     } else {
         /* groups of 4 elements: 16 bytes of fp32, 8 of bf16 */
         const bool va = lda % 4 == 0 && (a_bf16 ? aligned(A.planes, 8) : aligned(A.f32, 16));
-        const bool vb = ldb % 4 == 0 && aligned(B.f32, 16);
+        const bool vb = ldb % 4 == 0 && (b_bf16 ? aligned(B.planes, 8) : aligned(B.f32, 16));
         const dim3 grid((unsigned)m_tiles, (unsigned)n_tiles, (unsigned)chunks);
-        mma_kernels[v + (a_bf16 ? 4 : 0)]<<<grid, THREADS, 0, stream>>>(M, N, K, kc, A.f32, (const uint16_t *)A.planes,
-                                                                         B.f32, C, alpha, beta, scratch, va, vb);
+        mma_kernels[v + (a_bf16 ? 4 : 0) + (b_bf16 ? 8 : 0)]<<<grid, THREADS, 0, stream>>>(
+            M, N, K, kc, A.f32, (const uint16_t *)A.planes, B.f32, (const uint16_t *)B.planes, C, alpha, beta, scratch,
+            va, vb);
     }
     cudaCheckLaunch();
     if (chunks > 1) gpu_sum_partials_f32(C, scratch, (long)M * N, (long)M * N, chunks, beta, stream);

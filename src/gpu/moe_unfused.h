@@ -44,7 +44,7 @@
  *        + 2TkC (xe / dxe) + 2RI (h) + 2T*SI (shared.h)
  *        + 4Tk (dgates) + 2TkC (dye) + 4RI (dh) + 4RI (dpg, dpu) + 4RC (dxr)
  *        + 2TC (dy bf16) + 4T*SI (shared.dh) + 4T*SI (shared.dgate, shared.dup)
- *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (64 MiB + 6CE + 6TE)
+ *        + [ep > 1] 6RC (stage, rows_out, dyr) + moe_router_scratch_bytes(T, C, E) (64 MiB + 6CE + 2TE)
  *   plus cuBLAS's own workspace (one handle) and a few pinned host bytes.
  *
  * Conventions: device pointers everywhere; token n = b*T + t; weights (in, out), y = x @ W. Every

@@ -6,7 +6,7 @@
  * plan table holds; bitwise repeatable.
  * fp32 GEMMs on tensor cores (gemm_f32x3.h): the chunk rule and scratch bound, every layout
  * against a double reference in one and several chunks, each way of giving the operands (fp32,
- * planes, A's bf16 values) bit for bit the same, and the fixed-order sum of the chunks' partials
+ * planes, either operand's bf16 values) bit for bit the same, and the fixed-order sum of the chunks' partials
  * bit for bit.
  */
 #include <math.h>
@@ -362,7 +362,7 @@ static void reference_f64(float *C, const float *A, const float *B, int ta, int 
         }
 }
 
-/* How a test gives an operand: its fp32 values, with its planes too, or (A only) its bf16 values. */
+/* How a test gives an operand: its fp32 values, with its planes too, or its bf16 values. */
 enum { OP_F32, OP_PLANES, OP_BF16 };
 
 /* Operand x (n values) on the device as `kind`, `skew` elements off alignment (the planes too,
@@ -382,27 +382,32 @@ static GemmF32x3Operand f32x3_operand(const float *x, long n, int kind, int skew
 /* One GEMM in S chunks on kernel impl against the double reference, to fp32 accuracy (1e-5; a
  * single bf16 product would be near 3e-3), run twice from the same C: every element written (C
  * poisoned when beta == 0, the scratch always), the same bits both times; and with A's, B's and
- * both operands' planes given, the same bits again. a_bf16: A's values are bf16 ones, and A given
- * as bf16 values (with B's fp32 values, then its planes) gives the same bits again. skew moves
- * every pointer off alignment (the element-by-element loads). */
+ * both operands' planes given, the same bits again. bf16 (bit 0: A, bit 1: B): that operand's
+ * values are bf16 ones, and every way of giving the operands that includes it as bf16 values
+ * gives the same bits again. skew moves every pointer off alignment (the element-by-element
+ * loads). */
 static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, float alpha, float beta, int skew,
-                       int a_bf16) {
+                       int bf16) {
     const long mn = (long)M * N;
-    float *A = random_matrix((long)M * K, a_bf16), *B = random_matrix((long)K * N, 0), *C0 = random_matrix(mn, 0);
+    float *A = random_matrix((long)M * K, bf16 & 1), *B = random_matrix((long)K * N, bf16 & 2);
+    float *C0 = random_matrix(mn, 0);
     float *ref = malloc(sizeof(float) * (size_t)mn), *got[2], *other = malloc(sizeof(float) * (size_t)mn);
     memcpy(ref, C0, sizeof(float) * (size_t)mn);
     reference_f64(ref, A, B, ta, tb, M, N, K, alpha, beta);
     void *bc, *bases[2][2];
     float *scratch = gpu_poisoned((size_t)S * mn * sizeof(float));
     char what[128];
-    snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d%s",
+    snprintf(what, sizeof what, "f32x3 %s %dx%dx%d trans %d/%d S %d alpha %g beta %g skew %d%s%s",
              impl == GEMM_F32X3_WGMMA ? "wgmma" : "mma", M, N, K, ta, tb, S, alpha, beta, skew,
-             a_bf16 ? " A bf16" : "");
-    /* how each run gives A and B; the last two (A's bf16 values) where A's values are bf16 ones */
-    static const int forms[7][2] = {{OP_F32, OP_F32},       {OP_F32, OP_F32},  {OP_PLANES, OP_F32}, {OP_F32, OP_PLANES},
-                                    {OP_PLANES, OP_PLANES}, {OP_BF16, OP_F32}, {OP_BF16, OP_PLANES}};
+             bf16 & 1 ? " A bf16" : "", bf16 & 2 ? " B bf16" : "");
+    /* how each run gives A and B; those with bf16 values where the operand's values are bf16 ones */
+    static const int forms[][2] = {{OP_F32, OP_F32},     {OP_F32, OP_F32},       {OP_PLANES, OP_F32},
+                                   {OP_F32, OP_PLANES},  {OP_PLANES, OP_PLANES}, {OP_BF16, OP_F32},
+                                   {OP_BF16, OP_PLANES}, {OP_F32, OP_BF16},      {OP_PLANES, OP_BF16},
+                                   {OP_BF16, OP_BF16}};
     static const char *form_names[3] = {"fp32", "planes", "bf16"};
-    for (int run = 0; run < (a_bf16 ? 7 : 5); run++) {
+    for (int run = 0; run < (int)(sizeof forms / sizeof forms[0]); run++) {
+        if ((forms[run][0] == OP_BF16 && !(bf16 & 1)) || (forms[run][1] == OP_BF16 && !(bf16 & 2))) continue;
         const GemmF32x3Operand dA = f32x3_operand(A, (long)M * K, forms[run][0], skew, bases[0]);
         const GemmF32x3Operand dB = f32x3_operand(B, (long)K * N, forms[run][1], skew, bases[1]);
         float *dC = device_copy(C0, mn, GEMM_F32, skew, &bc);
@@ -424,12 +429,16 @@ static void f32x3_case(int impl, int ta, int tb, int M, int N, int K, int S, flo
 /* Exact: C = op(X) @ I and C = I @ op(X) equal op(X) bit for bit (each output adds one product of
  * x's three planes with 1, and zeros), for X random over 60 binades, so that a plane, product,
  * descriptor or swizzle gone wrong shows in the last bits, which the 1e-5 tolerance would not
- * see. which: 0 puts X in A, 1 in B. planes: 3 gives both operands' planes. */
+ * see. which: 0 puts X in A, 1 in B. planes: 3 gives both operands' planes; 4 gives both as bf16 values
+ * (X rounded to bf16: one product, of the h planes). */
 static void f32x3_identity_case(int impl, int which, int ta, int tb, int R, int K, int S, int planes) {
     const long rk = (long)R * K, kk = (long)K * K;
     float *X = malloc(sizeof(float) * (size_t)rk), *I = calloc((size_t)kk, sizeof(float));
     float *want = malloc(sizeof(float) * (size_t)rk), *got = malloc(sizeof(float) * (size_t)rk);
-    for (long i = 0; i < rk; i++) X[i] = urand() * ldexpf(1.0f, (int)(i % 61) - 30);
+    for (long i = 0; i < rk; i++) {
+        X[i] = urand() * ldexpf(1.0f, (int)(i % 61) - 30);
+        if (planes & 4) X[i] = host_from_bf16(host_to_bf16(X[i]));
+    }
     for (int i = 0; i < K; i++) I[(long)i * K + i] = 1.0f;
     /* which 0: C (R, K) = op(A), A = X stored (R, K), or (K, R) when ta;
      * which 1: C (K, R) = op(B), B = X stored (K, R), or (R, K) when tb */
@@ -439,8 +448,9 @@ static void f32x3_identity_case(int impl, int which, int ta, int tb, int R, int 
             else want[(long)k * R + r] = tb ? X[(long)r * K + k] : X[(long)k * R + r];
         }
     void *bases[2][2];
-    const GemmF32x3Operand dX = f32x3_operand(X, rk, planes & 1 ? OP_PLANES : OP_F32, 0, bases[0]);
-    const GemmF32x3Operand dI = f32x3_operand(I, kk, planes & 2 ? OP_PLANES : OP_F32, 0, bases[1]);
+    const int kx = planes & 4 ? OP_BF16 : planes & 1 ? OP_PLANES : OP_F32;
+    const int ki = planes & 4 ? OP_BF16 : planes & 2 ? OP_PLANES : OP_F32;
+    const GemmF32x3Operand dX = f32x3_operand(X, rk, kx, 0, bases[0]), dI = f32x3_operand(I, kk, ki, 0, bases[1]);
     float *scratch = gpu_poisoned((size_t)S * rk * sizeof(float)), *dC = gpu_poisoned(sizeof(float) * (size_t)rk);
     if (which == 0) gpu_gemm_f32x3_with(impl, ta, tb, R, K, K, dX, dI, dC, 1.0f, 0.0f, S, scratch, 0);
     else gpu_gemm_f32x3_with(impl, ta, tb, K, R, K, dI, dX, dC, 1.0f, 0.0f, S, scratch, 0);
@@ -476,6 +486,7 @@ static void test_gemm_f32x3(void) {
             for (int which = 0; which < 2; which++) {
                 f32x3_identity_case(impls[v], which, t & 1, t >> 1, 200, 136, 1, 0);
                 f32x3_identity_case(impls[v], which, t & 1, t >> 1, 200, 136, 2, 3);
+                f32x3_identity_case(impls[v], which, t & 1, t >> 1, 200, 136, 2, 4);
             }
     for (int v = 0; v < (mok_sm90_available() ? 2 : 1); v++)
         for (int i = 0; i < n_cases; i++) {
@@ -483,8 +494,10 @@ static void test_gemm_f32x3(void) {
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0, 0);
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 1.0f, 0, 0);
             f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1, 0);
-            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0, 1);
-            f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1, 1);
+            for (int bf16 = 1; bf16 <= 3; bf16++) {
+                f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 1.0f, 0.0f, 0, bf16);
+                f32x3_case(impls[v], c[0], c[1], c[2], c[3], c[4], c[5], 0.5f, 0.75f, 1, bf16);
+            }
         }
 }
 
