@@ -272,7 +272,6 @@ __device__ __forceinline__ void wg_fill_b(const float *f, const uint16_t *pl, lo
     }
 }
 
-
 /* A thread's part of A in one 16-wide k step, for wgmma's register operand (flash_sm90.cuh): pair i
  * (i < 4) holds row r + 8 (i & 1), columns c + 8 (i >> 1) and the one after (c = k + 2 (lane % 4)).
  * Read from the fp32 values (v[2 i + j], split when the step is multiplied) or from the planes
@@ -429,7 +428,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto fill_b = [&](int t) {
         if (pb.i < items)
             wg_fill_b<B_T, BK>(B, planes_b, ps_b, ldb, pb.it.n0, N, pb.k0, pb.it.k_end, vec_b,
-                                 smem + (t % WG_STAGES) * WG_STAGE);
+                               smem + (t % WG_STAGES) * WG_STAGE);
         mok_cp_async_commit(); /* an empty group past the end keeps the count */
         pb.next(n_tiles, m_tiles, kc, K);
     };
@@ -751,9 +750,9 @@ extern "C" void gpu_gemm_f32x3_with(int impl, int trans_a, int trans_b, int M, i
         /* planes (or bf16 values, one plane): 16-byte chunks of 8 elements where the layout allows, else element by
          * element */
         const bool pa = A.planes != NULL, pb = B.planes != NULL;
-        const bool va = pa ? lda % 8 == 0 && A.plane_stride % 8 == 0 && aligned(A.planes, 16)
+        const bool va = pa ? lda % 8 == 0 && (a_bf16 || A.plane_stride % 8 == 0) && aligned(A.planes, 16)
                            : lda % 4 == 0 && aligned(A.f32, 16);
-        const bool vb = pb ? ldb % 8 == 0 && B.plane_stride % 8 == 0 && aligned(B.planes, 16)
+        const bool vb = pb ? ldb % 8 == 0 && (b_bf16 || B.plane_stride % 8 == 0) && aligned(B.planes, 16)
                            : ldb % 4 == 0 && aligned(B.f32, 16);
         const int ak = a_bf16 ? OP_BF16 : pa ? OP_PLANES : OP_F32, bk = b_bf16 ? OP_BF16 : pb ? OP_PLANES : OP_F32;
         const int kv = v + 4 * (ak + 3 * bk), sms = sm90_ready(kv);

@@ -35,11 +35,12 @@ extern "C" {
  * m, l at planes + {0, 1, 2} plane_stride, each laid out as the fp32 matrix). The planes hold the
  * split the kernels would make, so the results are the same bits with or without them; the
  * Hopper kernel reads them instead of splitting (worth it for an operand that many blocks read:
- * the router weights, dlogits); the mma.sync kernel reads no planes.
+ * the router weights in the forward); the mma.sync kernel reads no planes.
  * Either operand may instead be bf16 values: f32 NULL, planes the values (plane_stride unused).
- * Their split has m = l = 0, so the results are those of the values widened to fp32, bit for bit,
- * from half the products (one of the six when both operands are bf16 values): the router's
- * activations, and both operands of its backward's GEMMs (bf16 as every GEMM's, DESIGN.md). */
+ * Their split has m = l = 0, so the results are those of the values widened to fp32, bit for bit;
+ * the Hopper kernel runs only the products of their h (three of the six, one when both operands
+ * are bf16 values): the router's activations, and both operands of its backward's GEMMs (bf16 as
+ * every GEMM's, DESIGN.md). */
 typedef struct {
     const float *f32;
     const bf16_t *planes;

@@ -4,7 +4,7 @@
  * unfused backward's (src/gpu/moe_unfused.c): dy rounded to bf16, scaled by the slot's gate and
  * rounded again (the owners scale the rows as they pull them),
  * dh in fp32 into the SwiGLU backward, bf16 dpg and dpu, fp32 dx rows rounded to bf16 for the
- * trip back, fp32 weight gradients, the router in fp32.
+ * trip back, fp32 weight gradients, the router's gradient in fp32 from bf16 operands.
  */
 #include <string.h>
 

@@ -467,7 +467,7 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
     /* 2'. dx += sum over j of the token's rows */
     gpu_moe_scatter_add(dx, w->xe, a->slot_row, N, k, C, stream);
 
-    /* 1'. router: dlogits from the gates and the aux loss, then dW_router and dx (fp32 GEMMs) */
+    /* 1'. router: dlogits from the gates and the aux loss, then dW_router and dx (moe_router.h) */
     if (N > 0) {
         float *dlogits = w->logits;
         gpu_moe_route_backward(dlogits, w->dgates, a->scores, a->topk, a->stat_counts, daux,

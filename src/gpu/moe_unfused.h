@@ -31,7 +31,7 @@
  * combine backward (dye = gate * bf16(dy) in bf16, dgates = <dy, ye>), shared experts, dye to the owners,
  * expert backward (dh, dW_down, SwiGLU backward, dW_gate, dW_up, dx rows in fp32 then bf16), dx rows
  * back, dx += sum over j of the rows, router backward (gates and aux through the scores; dW_router
- * and dx with fp32 GEMMs). Weight gradients are one GEMM per expert over its rows (fixed K order).
+ * and dx from bf16 operands with fp32 accumulation, src/gpu/moe_router.h). Weight gradients are one GEMM per expert over its rows (fixed K order).
  *
  * Memory: the layer's saved activations (MoeUnfusedActs, one per MoE layer) and one scratch
  * (MoeUnfusedWork, shared by every layer that runs on the same stream) are allocated once for the

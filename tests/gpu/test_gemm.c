@@ -6,8 +6,8 @@
  * plan table holds; bitwise repeatable.
  * fp32 GEMMs on tensor cores (gemm_f32x3.h): the chunk rule and scratch bound, every layout
  * against a double reference in one and several chunks, each way of giving the operands (fp32,
- * planes, either operand's bf16 values) bit for bit the same, and the fixed-order sum of the chunks' partials
- * bit for bit.
+ * planes, either operand's bf16 values) bit for bit the same, and the fixed-order sum of the
+ * chunks' partials bit for bit.
  */
 #include <math.h>
 #include <stdio.h>

@@ -47,9 +47,9 @@ static void compare_model(int tie, int sigmoid) {
     float *p = malloc(t.total * sizeof(float));
     model_init_params(p, &t, &d, 21);
     /* Larger weights than the initialisation: gradients well above bf16 noise everywhere. The GPU
-     * multiplies with bf16 copies of the matrices (all but the fp32 router), so the reference gets
-     * weights that bf16 represents exactly: the comparison then measures the kernels' arithmetic,
-     * not the rounding of the weights. */
+     * multiplies with bf16 copies of the matrices (all but the router, whose logits are fp32 products:
+     * only its backward rounds it), so the reference gets weights that bf16 represents exactly: the
+     * comparison then measures the kernels' arithmetic, not the rounding of the weights. */
     for (int i = 0; i < t.count; i++) {
         const ParamInfo *info = &t.items[i];
         if (info->ndim == 1) continue;
