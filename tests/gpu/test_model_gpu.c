@@ -13,6 +13,7 @@
 #include "cpu/model_cpu.h"
 #include "gpu/model_gpu.h"
 #include "gpu_test.h"
+#include "optim.h"
 #include "model.h"
 
 static ModelDims dims(int tie, int sigmoid) {
@@ -307,9 +308,7 @@ static void test_grad_norm_fused_squares(void) {
         }
         const double norm = gpu_model_grad_norm(gm);
         gpu_model_download_grads(gm, g);
-        double want = 0;
-        for (size_t j = 0; j < t.total; j++) want += (double)g[j] * g[j];
-        want = sqrt(want);
+        const double want = sqrt(sum_of_squares(g, t.total));
         CHECK_MSG(fabs(norm - want) <= 1e-5 * want && want > 0,
                   "%d micro-batch(es): gradient norm %.9g, the gradients' own %.9g", accum, norm, want);
     }

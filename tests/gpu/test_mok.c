@@ -39,6 +39,7 @@
 #include "gpu/moe_unfused.h"
 #include "gpu_test.h"
 #include "moe_ref.h"
+#include "optim.h"
 
 #define BF16_TOL 1e-2
 
@@ -287,8 +288,7 @@ static void mok_backward(MoeGpuGrads *g, void *ctx) {
 static double device_sumsq(const float *dev, long n) {
     float *h = mallocCheck((size_t)n * sizeof(float));
     gpu_download(h, dev, (size_t)n * sizeof(float));
-    double t = 0;
-    for (long i = 0; i < n; i++) t += (double)h[i] * h[i];
+    const double t = sum_of_squares(h, (size_t)n);
     free(h);
     return t;
 }
