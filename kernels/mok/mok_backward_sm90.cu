@@ -32,7 +32,7 @@ enum { BWD_DGRAD = 0, BWD_WDOWN = 1, BWD_DX = 2, BWD_WGU = 3 };
 __device__ __forceinline__ int bwd_nA(const MokBwdParams &p) { return (p.I + 255) / 256; } /* dgrad per M tile */
 __device__ __forceinline__ int bwd_nX(const MokBwdParams &p) { return (p.C + 255) / 256; } /* dx per M tile */
 __device__ __forceinline__ int bwd_total(const MokBwdParams &p, int MT) {
-    return MT * (bwd_nA(p) + bwd_nX(p)) + p.El * (mok_wdown_tasks(p.C, p.I) + mok_wgu_tasks(p.C, p.I));
+    return MT * (bwd_nA(p) + bwd_nX(p)) + p.El * mok_wgrad_tasks(p.C, p.I);
 }
 
 /* Local expert el's first owner row and row count. */
