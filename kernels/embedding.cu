@@ -1,6 +1,6 @@
 /*
- * Embedding forward (a row gather), its rows put back, and backward (a per-id ordered sum over host-built buckets),
- * see embedding.h. VEC = 4 moves float4s (C % 4 == 0 and aligned pointers), VEC = 1 floats.
+ * Embedding forward (a row gather), its rows put back, and backward (per-id ordered sums over host-built runs), see
+ * embedding.h. VEC = 4 moves float4s (C % 4 == 0 and aligned pointers), VEC = 1 floats.
  */
 #include "embedding.h"
 
@@ -10,6 +10,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kBwdThreads = 128;
+constexpr int kMaxRun = EMBEDDING_BWD_MAX_RUN;
+constexpr int kSumBatch = 16; /* run sums loaded at once before they are added in order */
 
 template <int VEC> struct Vec;
 template <> struct Vec<4> {
@@ -42,19 +44,70 @@ __global__ void embedding_rows_kernel(float *rows, const int *ids, float *table,
     }
 }
 
-/* grid.x = bucket, grid.y = channel chunk of kBwdThreads * VEC channels. */
+/* The plan's arrays inside its block (embedding.h: EmbeddingBwdPlan). */
+struct PlanArrays {
+    const int *order, *start, *id, *brun, *slot, *run_bucket, *multi;
+    __device__ PlanArrays(const int *ints, int N, int nb, int runs)
+        : order(ints), start(ints + N), id(start + nb + 1), brun(id + nb), slot(brun + nb + 1),
+          run_bucket(slot + nb), multi(run_bucket + runs) {}
+};
+
+/* grid.x = run, grid.y = channel chunk of kBwdThreads * VEC channels. The run's rows (all loads in flight at once),
+ * summed in order from the first; then added to the table's row where the id has no other run, else stored as the
+ * run's scratch row. */
 template <int VEC>
-__global__ void embedding_backward_kernel(float *dtable, const float *dout, const int *order, const int *bucket_start,
-                                          const int *bucket_id, int C) {
+__global__ void embedding_runs_kernel(float *dtable, float *scratch, const float *dout, const int *ints, int N, int nb,
+                                      int runs, int run, int C) {
     typedef typename Vec<VEC>::T T;
     const long cv = C / VEC;
     const long c = (long)blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= cv) return;
-    const int b = blockIdx.x;
-    const int p0 = bucket_start[b], p1 = bucket_start[b + 1];
-    T *dst = reinterpret_cast<T *>(dtable) + (long)bucket_id[b] * cv + c;
+    const PlanArrays a(ints, N, nb, runs);
+    const int r = blockIdx.x, b = a.run_bucket[r], j = r - a.brun[b];
+    const int p0 = a.start[b] + j * run, n = min(run, a.start[b + 1] - p0);
+    const T *g = reinterpret_cast<const T *>(dout) + c;
+    T v[kMaxRun];
+#pragma unroll
+    for (int i = 0; i < kMaxRun; i++)
+        if (i < n) v[i] = g[(long)a.order[p0 + i] * cv];
+    T acc = v[0];
+#pragma unroll
+    for (int i = 1; i < kMaxRun; i++)
+        if (i < n) Vec<VEC>::add(acc, v[i]);
+    const int s = a.slot[b];
+    if (s < 0) {
+        T *dst = reinterpret_cast<T *>(dtable) + (long)a.id[b] * cv + c;
+        T o = *dst;
+        Vec<VEC>::add(o, acc);
+        *dst = o;
+    } else {
+        reinterpret_cast<T *>(scratch)[(long)(s + j) * cv + c] = acc;
+    }
+}
+
+/* grid.x = id with several runs (multi), grid.y = channel chunk: the runs' sums added to the table's row in order,
+ * kSumBatch loads in flight at a time. */
+template <int VEC>
+__global__ void embedding_run_sums_kernel(float *dtable, const float *scratch, const int *ints, int N, int nb, int runs,
+                                          int C) {
+    typedef typename Vec<VEC>::T T;
+    const long cv = C / VEC;
+    const long c = (long)blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= cv) return;
+    const PlanArrays a(ints, N, nb, runs);
+    const int b = a.multi[blockIdx.x], s = a.slot[b], n = a.brun[b + 1] - a.brun[b];
+    const T *src = reinterpret_cast<const T *>(scratch) + (long)s * cv + c;
+    T *dst = reinterpret_cast<T *>(dtable) + (long)a.id[b] * cv + c;
     T acc = *dst;
-    for (int p = p0; p < p1; p++) Vec<VEC>::add(acc, reinterpret_cast<const T *>(dout)[(long)order[p] * cv + c]);
+    for (int j0 = 0; j0 < n; j0 += kSumBatch) {
+        T v[kSumBatch];
+#pragma unroll
+        for (int i = 0; i < kSumBatch; i++)
+            if (j0 + i < n) v[i] = src[(long)(j0 + i) * cv];
+#pragma unroll
+        for (int i = 0; i < kSumBatch; i++)
+            if (j0 + i < n) Vec<VEC>::add(acc, v[i]);
+    }
     *dst = acc;
 }
 
@@ -80,15 +133,23 @@ extern "C" void gpu_embedding_put_rows(float *table, const float *rows, const in
     embedding_rows<true>(const_cast<float *>(rows), ids, table, n, C, stream);
 }
 
-extern "C" void gpu_embedding_backward(float *dtable, const float *dout, const int *order, const int *bucket_start,
-                                   const int *bucket_id, int nb, int C, cudaStream_t stream) {
-    if (nb <= 0 || C <= 0) return;
-    const int vec = C % 4 == 0 && aligned16(dtable) && aligned16(dout);
+extern "C" void gpu_embedding_backward(float *dtable, float *scratch, const float *dout, const int *ints,
+                                       const EmbeddingBwdPlan *plan, int C, cudaStream_t stream) {
+    if (plan->runs <= 0 || C <= 0) return;
+    const int vec = C % 4 == 0 && aligned16(dtable) && aligned16(dout) && aligned16(scratch);
     const int cv = vec ? C / 4 : C;
-    dim3 grid((unsigned)nb, (unsigned)((cv + kBwdThreads - 1) / kBwdThreads));
+    const unsigned chunks = (unsigned)((cv + kBwdThreads - 1) / kBwdThreads);
+    const dim3 grid_runs((unsigned)plan->runs, chunks), grid_sums((unsigned)plan->nm, chunks);
+    const int N = plan->N, nb = plan->nb, runs = plan->runs, run = plan->run;
     if (vec)
-        embedding_backward_kernel<4><<<grid, kBwdThreads, 0, stream>>>(dtable, dout, order, bucket_start, bucket_id, C);
+        embedding_runs_kernel<4><<<grid_runs, kBwdThreads, 0, stream>>>(dtable, scratch, dout, ints, N, nb, runs, run, C);
     else
-        embedding_backward_kernel<1><<<grid, kBwdThreads, 0, stream>>>(dtable, dout, order, bucket_start, bucket_id, C);
+        embedding_runs_kernel<1><<<grid_runs, kBwdThreads, 0, stream>>>(dtable, scratch, dout, ints, N, nb, runs, run, C);
+    cudaCheckLaunch();
+    if (plan->nm == 0) return;
+    if (vec)
+        embedding_run_sums_kernel<4><<<grid_sums, kBwdThreads, 0, stream>>>(dtable, scratch, ints, N, nb, runs, C);
+    else
+        embedding_run_sums_kernel<1><<<grid_sums, kBwdThreads, 0, stream>>>(dtable, scratch, ints, N, nb, runs, C);
     cudaCheckLaunch();
 }

@@ -7,12 +7,14 @@
  * the kernels do not check).
  *
  * Backward protocol, once per micro-batch:
- *   1. host:   nb = embedding_buckets_build(tokens_host, N, V, order, bucket_start, bucket_id);
- *   2. host -> device copies of order (N ints), bucket_start (nb + 1 ints), bucket_id (nb ints);
- *   3. device: gpu_embedding_backward(dtable, dout, d_order, d_bucket_start, d_bucket_id, nb, C, stream).
- * For each distinct id, dtable[id, c] starts from its current value and adds dout[pos, c] over the
- * positions pos of that id in increasing order: exactly the float sums of the CPU reference
- * (src/cpu/ops.c embedding_backward), so the result is bitwise equal to it and run to run.
+ *   1. host:   plan = embedding_bwd_plan_build(tokens_host, N, V, ints) (ints: embedding_bwd_plan_ints(N));
+ *   2. host -> device copy of the plan's plan.ints ints;
+ *   3. device: gpu_embedding_backward(dtable, scratch, dout, d_ints, &plan, C, stream).
+ * For each distinct id, its positions in increasing order are cut into runs of plan.run (src/cpu/ops.h:
+ * EMBEDDING_BWD_RUN); each run's rows are summed in order from the first, and the runs' sums are added to
+ * dtable[id, c] in order: exactly the float sums of the CPU reference (src/cpu/ops.c embedding_backward), so the
+ * result is bitwise equal to it and run to run. The runs let a frequent id's rows (byte-level text: a few ids hold
+ * most positions) be read by many blocks at once instead of one chain of loads.
  *
  * Alignment: none required. With C % 4 == 0 and 16-byte aligned table/out/dtable/dout the kernels
  * use float4 loads; otherwise they run element by element (same results).
@@ -35,13 +37,47 @@ void gpu_embedding_forward(float *out, const int *tokens, const float *table, in
  * Bitwise exact; other rows untouched. n == 0 or C == 0 launches nothing. */
 void gpu_embedding_put_rows(float *table, const float *rows, const int *ids, int n, int C, cudaStream_t stream);
 
-/* dtable[bucket_id[b], :] += sum over p in [bucket_start[b], bucket_start[b+1]) of dout[order[p], :],
- * summed in p order, for every bucket b < nb. ACCUMULATES into dtable (fp32 (V, C)); rows of ids
- * that do not occur are not touched. dout fp32 (N, C). order, bucket_start, bucket_id: device
- * copies of what embedding_buckets_build wrote. Distinct buckets must have distinct ids (they do).
- * Deterministic, no atomics: one thread owns one (id, channel group). nb == 0 launches nothing. */
-void gpu_embedding_backward(float *dtable, const float *dout, const int *order, const int *bucket_start,
-                        const int *bucket_id, int nb, int C, cudaStream_t stream);
+#define EMBEDDING_BWD_MAX_RUN 32 /* positions a run the kernels hold in registers: the most plan.run may be */
+
+/* The backward's index arrays for one micro-batch, built on the host into one block of ints that goes to the device
+ * in one copy, in this order:
+ *   order[N]            token positions sorted by id, increasing position within one id;
+ *   bucket_start[nb+1]  id b's positions are order[bucket_start[b] .. bucket_start[b+1]);
+ *   bucket_id[nb]       the distinct ids present, increasing;
+ *   bucket_run[nb+1]    id b's runs are runs bucket_run[b] .. bucket_run[b+1] - 1 of the micro-batch;
+ *   bucket_slot[nb]     -1 where id b has one run (it adds its sum to the table itself), else the scratch row of its
+ *                       first run's sum (the others follow);
+ *   run_bucket[runs]    the id (bucket) of each run;
+ *   multi[nm]           the buckets with more than one run, increasing. */
+typedef struct {
+    int N, nb;  /* positions; distinct ids */
+    int runs;   /* all ids' runs */
+    int slots;  /* runs of ids with more than one: rows of the scratch in use */
+    int nm;     /* ids with more than one run */
+    int run;    /* positions a run (EMBEDDING_BWD_RUN) */
+    long ints;  /* ints of the block in use: what goes to the device */
+} EmbeddingBwdPlan;
+
+/* Ints of the plan's block for N positions (any tokens), and floats of the backward's scratch for N positions of
+ * width C (the most runs ids with more than one can have, times C). */
+long embedding_bwd_plan_ints(int N);
+long embedding_bwd_scratch_floats(int N, int C);
+
+/* Host (src/gpu/embedding_buckets.c): builds the plan of N host tokens, each in [0, V) (an id outside stops the run
+ * with an error), into ints (embedding_bwd_plan_ints(N) of them). */
+EmbeddingBwdPlan embedding_bwd_plan_build(const int *tokens, int N, int V, int *ints);
+
+/* The plan's bucket_id array (the distinct ids, increasing; plan->nb of them) inside its block. */
+static inline const int *embedding_bwd_plan_ids(const int *ints, const EmbeddingBwdPlan *plan) {
+    return ints + plan->N + plan->nb + 1;
+}
+
+/* dtable[id, :] += the rows of id's positions, in runs as above, for every id of the plan. ACCUMULATES into dtable
+ * (fp32 (V, C)); rows of ids that do not occur are not touched. dout fp32 (N, C). ints: the device copy of the plan's
+ * block; scratch: embedding_bwd_scratch_floats(N, C) floats, overwritten. Deterministic, no atomics: a block sums
+ * one run's rows for a range of channels; a second kernel adds the runs of ids with several in order. */
+void gpu_embedding_backward(float *dtable, float *scratch, const float *dout, const int *ints,
+                            const EmbeddingBwdPlan *plan, int C, cudaStream_t stream);
 
 /* Host helper (implemented in src/gpu/embedding_buckets.c; plain C, no GPU). From host tokens
  * (N ints, each in [0, V); an id outside stops the run with an error) it writes:

@@ -124,18 +124,38 @@ void OP(embedding_forward)(real *out, const int *tokens, const real *table, int 
 
 void OP(embedding_backward)(real *dtable, const real *dout, const int *tokens, int N, int C, int V) {
     check_ids("embedding_backward", tokens, N, V);
-    /* Parallel over channel chunks, tokens in order within each: a row of the table that appears
-     * several times sums its gradients in token order. */
+    if (N <= 0 || C <= 0) return;
+    /* The positions of each id in increasing order (a counting sort), cut into runs of EMBEDDING_BWD_RUN: a run's rows
+     * are summed in order from its first, and the runs' sums added to the row in order (ops.h). */
+    int *start = callocCheck((size_t)V + 1, sizeof(int)), *next = mallocCheck((size_t)V * sizeof(int));
+    int *order = mallocCheck((size_t)N * sizeof(int)), *ids = mallocCheck((size_t)N * sizeof(int));
+    for (int n = 0; n < N; n++) start[tokens[n] + 1]++;
+    int nid = 0;
+    for (int v = 0; v < V; v++) {
+        if (start[v + 1] > 0) ids[nid++] = v;
+        start[v + 1] += start[v];
+        next[v] = start[v];
+    }
+    for (int n = 0; n < N; n++) order[next[tokens[n]]++] = n;
     int chunks = (C + CHANNEL_CHUNK - 1) / CHANNEL_CHUNK;
 #pragma omp parallel for schedule(static) if ((long)N * C >= PAR_MIN_WORK)
     for (int ch = 0; ch < chunks; ch++) {
-        int c0 = ch * CHANNEL_CHUNK, c1 = c0 + CHANNEL_CHUNK < C ? c0 + CHANNEL_CHUNK : C;
-        for (int n = 0; n < N; n++) {
-            real *d = dtable + (long)tokens[n] * C;
-            const real *g = dout + (long)n * C;
-            for (int c = c0; c < c1; c++) d[c] += g[c];
+        int c0 = ch * CHANNEL_CHUNK, w = c0 + CHANNEL_CHUNK < C ? CHANNEL_CHUNK : C - c0;
+        real run[CHANNEL_CHUNK];
+        for (int i = 0; i < nid; i++) {
+            real *d = dtable + (long)ids[i] * C + c0;
+            for (int p0 = start[ids[i]], end = start[ids[i] + 1]; p0 < end; p0 += EMBEDDING_BWD_RUN) {
+                const int p1 = p0 + EMBEDDING_BWD_RUN < end ? p0 + EMBEDDING_BWD_RUN : end;
+                memcpy(run, dout + (long)order[p0] * C + c0, (size_t)w * sizeof(real));
+                for (int p = p0 + 1; p < p1; p++) {
+                    const real *g = dout + (long)order[p] * C + c0;
+                    for (int c = 0; c < w; c++) run[c] += g[c];
+                }
+                for (int c = 0; c < w; c++) d[c] += run[c];
+            }
         }
     }
+    free(start), free(next), free(order), free(ids);
 }
 
 /* ------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ void DECL_OP(matmul_tn)(DECL_REAL *C, const DECL_REAL *A, const DECL_REAL *B, in
 
 /* out[N,C] = table[tokens[n], :] */
 void DECL_OP(embedding_forward)(DECL_REAL *out, const int *tokens, const DECL_REAL *table, int N, int C);
-/* dtable[tokens[n], :] += dout[n, :], in token order per row (deterministic). */
+/* dtable[tokens[n], :] += dout[n, :]: an id's rows in runs of EMBEDDING_BWD_RUN positions (ops.h), deterministic. */
 void DECL_OP(embedding_backward)(DECL_REAL *dtable, const DECL_REAL *dout, const int *tokens, int N, int C, int V);
 
 /* out = x / rms(x) * weight, rstd[n] = 1/sqrt(mean(x^2) + eps) saved for backward. */

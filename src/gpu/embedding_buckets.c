@@ -1,11 +1,13 @@
-/* Host-side bucketing of token positions by id for the deterministic embedding backward, and the set of ids a step
- * touched (declared in kernels/embedding.h). */
+/* Host-side bucketing of token positions by id and the runs of the deterministic embedding backward, and the set of
+ * ids a step touched (declared in kernels/embedding.h). */
 #include "../../kernels/embedding.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
+#include "cpu/ops.h"
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -40,6 +42,39 @@ int embedding_buckets_build(const int *tokens, int N, int V, int *order, int *bu
     bucket_start[nb] = N;
     free(keys);
     return nb;
+}
+
+/* Every count below is at most N (nb, runs, nm), so the block holds N + 4 nb + 2 + runs + nm <= 7 N + 2 ints; the
+ * bucket ids are first built at its end (past 6 N + 2, which nothing before run_bucket's end reaches) and moved. */
+_Static_assert(EMBEDDING_BWD_RUN >= 1 && EMBEDDING_BWD_RUN <= EMBEDDING_BWD_MAX_RUN,
+               "the GPU kernels hold at most EMBEDDING_BWD_MAX_RUN positions of a run (kernels/embedding.h)");
+
+long embedding_bwd_plan_ints(int N) { return 7L * N + 2; }
+
+/* An id with L > EMBEDDING_BWD_RUN positions has ceil(L / RUN) < 2 L / RUN runs. */
+long embedding_bwd_scratch_floats(int N, int C) { return 2L * N / EMBEDDING_BWD_RUN * C; }
+
+EmbeddingBwdPlan embedding_bwd_plan_build(const int *tokens, int N, int V, int *ints) {
+    EmbeddingBwdPlan p = {.N = N, .run = EMBEDDING_BWD_RUN};
+    int *order = ints, *start = ints + N, *far_ids = ints + 6L * N + 2;
+    p.nb = embedding_buckets_build(tokens, N, V, order, start, far_ids);
+    const int nb = p.nb;
+    int *ids = start + nb + 1, *brun = ids + nb, *slot = brun + nb + 1, *run_bucket = slot + nb;
+    memmove(ids, far_ids, sizeof(int) * (size_t)nb);
+    for (int b = 0; b < nb; b++) {
+        const int n = (start[b + 1] - start[b] + p.run - 1) / p.run;
+        brun[b] = p.runs;
+        slot[b] = n > 1 ? p.slots : -1;
+        for (int j = 0; j < n; j++) run_bucket[p.runs + j] = b;
+        p.runs += n;
+        if (n > 1) p.slots += n;
+    }
+    brun[nb] = p.runs;
+    int *multi = run_bucket + p.runs;
+    for (int b = 0; b < nb; b++)
+        if (slot[b] >= 0) multi[p.nm++] = b;
+    p.ints = multi + p.nm - ints;
+    return p;
 }
 
 void embedding_ids_mark(uint64_t *seen, const int *ids, int n) {

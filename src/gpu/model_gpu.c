@@ -99,17 +99,18 @@ struct GpuModel {
     bf16_t *wqkv_bf16;            /* (L, C, QD + 2 KD): each layer's bf16 wq, wk, wv side by side (qkv_weights_copy) */
     float *expert_bias;           /* (L, E) */
     /* inputs */
-    int *tokens, *targets, *emb_order, *emb_start, *emb_id;
+    int *tokens, *targets, *emb_plan;
     /* their host side (pinned): a micro-batch's are copied at its start, and the forward's loss waits for the
      * stream, so the next micro-batch may rewrite them while this one's backward runs */
-    int *h_tokens, *h_targets, *h_order, *h_start, *h_id;
-    int emb_buckets;
+    int *h_tokens, *h_targets, *h_emb_plan;
+    EmbeddingBwdPlan emb; /* this micro-batch's embedding backward (its ints: h_emb_plan, emb_plan) */
     /* the embedding gradient's rows that are summed over the ranks (reduce_embedding; none on one rank or with the
      * table tied to the LM head): the ids this step touched here (bitmap), then on any rank (increasing; the pinned
      * host list and its device copy), and those rows gathered emb_pack_rows at a time */
     uint64_t *emb_seen;
     int *h_emb_rows, *emb_rows, emb_pack_rows;
     float *emb_pack;
+    float *emb_runs; /* the embedding backward's run sums (gpu_embedding_backward's scratch) */
     /* activations */
     LayerActs *layers;
     float *x_final, *rstdf, *rope_table;
@@ -227,9 +228,8 @@ static void plan_model(GpuModel *g) {
     memory_plan_add(&g->plan, "adam_v", MEM_OPTIMIZER, P * moment_bytes(g), &g->adam_v);
     PLAN("tokens", MEM_ACTIVATIONS, N, int, &g->tokens);
     PLAN("targets", MEM_ACTIVATIONS, N, int, &g->targets);
-    PLAN("emb_order", MEM_ACTIVATIONS, N, int, &g->emb_order);
-    PLAN("emb_start", MEM_ACTIVATIONS, N + 1, int, &g->emb_start);
-    PLAN("emb_id", MEM_ACTIVATIONS, N, int, &g->emb_id);
+    PLAN("emb_plan", MEM_ACTIVATIONS, embedding_bwd_plan_ints(g->N), int, &g->emb_plan);
+    PLAN("emb_runs", MEM_WORKSPACE, embedding_bwd_scratch_floats(g->N, d->C), float, &g->emb_runs);
     PLAN("emb_rows", MEM_WORKSPACE, g->emb_pack_rows ? V : 0, int, &g->emb_rows);
     PLAN("emb_pack", MEM_WORKSPACE, (size_t)g->emb_pack_rows * C, float, &g->emb_pack);
     for (int l = 0; l < d->L; l++) plan_layer(g, l);
@@ -313,9 +313,9 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     size_t grad_rows = (chunks < 1 ? 1 : chunks) * (size_t)g->head_rows;
     g->head_grad_rows = grad_rows > (size_t)g->N ? g->N : (int)grad_rows;
     g->layers = callocCheck((size_t)d->L, sizeof(LayerActs));
-    int **pinned[] = {&g->h_tokens, &g->h_targets, &g->h_order, &g->h_start, &g->h_id};
-    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
-        cudaCheck(cudaMallocHost((void **)pinned[i], sizeof(int) * (size_t)(g->N + 1)));
+    cudaCheck(cudaMallocHost((void **)&g->h_tokens, sizeof(int) * (size_t)g->N));
+    cudaCheck(cudaMallocHost((void **)&g->h_targets, sizeof(int) * (size_t)g->N));
+    cudaCheck(cudaMallocHost((void **)&g->h_emb_plan, sizeof(int) * (size_t)embedding_bwd_plan_ints(g->N)));
     cudaCheck(cudaMallocHost((void **)&g->h_scalars, 4 * sizeof(double)));
     if (dist->world > 1 && t->lm_head != t->tok_emb) {
         const size_t rows = EMB_PACK_BYTES / ((size_t)d->C * sizeof(float));
@@ -369,7 +369,7 @@ void gpu_model_destroy(GpuModel *g) {
     cudaFreeHost(g->h_scalars);
     cudaFreeHost(g->h_emb_rows);
     free(g->emb_seen);
-    int *pinned[] = {g->h_tokens, g->h_targets, g->h_order, g->h_start, g->h_id};
+    int *pinned[] = {g->h_tokens, g->h_targets, g->h_emb_plan};
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) cudaFreeHost(pinned[i]);
     free(g->layers);
     free(g);
@@ -532,12 +532,9 @@ static void upload_batch(GpuModel *g, const int *inputs, const int *targets, int
         cudaCheck(cudaMemcpyAsync(g->targets, g->h_targets, bytes, cudaMemcpyHostToDevice, s));
     }
     if (!with_grad) return;
-    g->emb_buckets = embedding_buckets_build(inputs, N, g->d->V, g->h_order, g->h_start, g->h_id);
-    if (g->emb_seen) embedding_ids_mark(g->emb_seen, g->h_id, g->emb_buckets);
-    cudaCheck(cudaMemcpyAsync(g->emb_order, g->h_order, bytes, cudaMemcpyHostToDevice, s));
-    cudaCheck(cudaMemcpyAsync(g->emb_start, g->h_start, sizeof(int) * (size_t)(g->emb_buckets + 1),
-                              cudaMemcpyHostToDevice, s));
-    cudaCheck(cudaMemcpyAsync(g->emb_id, g->h_id, sizeof(int) * (size_t)g->emb_buckets, cudaMemcpyHostToDevice, s));
+    g->emb = embedding_bwd_plan_build(inputs, N, g->d->V, g->h_emb_plan);
+    if (g->emb_seen) embedding_ids_mark(g->emb_seen, embedding_bwd_plan_ids(g->h_emb_plan, &g->emb), g->emb.nb);
+    cudaCheck(cudaMemcpyAsync(g->emb_plan, g->h_emb_plan, sizeof(int) * (size_t)g->emb.ints, cudaMemcpyHostToDevice, s));
 }
 
 /* One layer forward; returns its aux loss (0 for a dense layer). with_grad: a backward follows, so
@@ -858,8 +855,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
         if (last) reduce_layer(g, l, 0, g->layer_done[l]);
     }
     mark(g, STEP_DENSE, "embedding bwd");
-    gpu_embedding_backward(G32(g->t->tok_emb), g->dres, g->emb_order, g->emb_start, g->emb_id, g->emb_buckets, d->C,
-                           s);
+    gpu_embedding_backward(G32(g->t->tok_emb), g->emb_runs, g->dres, g->emb_plan, &g->emb, d->C, s);
     if (last) reduce_embedding(g, g->layer_done[d->L + 1]);
     if (last) g->norm_queued = 1;
     /* the last micro-batch's stream idles from here until the optimizer: the all-reduces run, and the host

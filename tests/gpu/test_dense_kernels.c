@@ -242,6 +242,46 @@ static void test_embedding_buckets(void) {
     free(tok), free(order), free(bid), free(bstart), free(seen);
 }
 
+static void test_embedding_bwd_plan(void) {
+    /* Host-only: runs without a GPU. The runs cover each id's positions in order, a run is short only at its id's
+     * end, ids with several runs get consecutive scratch rows within embedding_bwd_scratch_floats, and the block
+     * stays within embedding_bwd_plan_ints. Tokens: all one id, all distinct, byte-like, none. */
+    const int N = 700, R = EMBEDDING_BWD_RUN;
+    int *tok = xmalloc(N * sizeof(int)), *ints = xmalloc((size_t)embedding_bwd_plan_ints(N) * sizeof(int));
+    int *seen = xmalloc(N * sizeof(int));
+    for (int kind = 0; kind < 4; kind++) {
+        const int n_tok = kind == 3 ? 0 : N, V = kind == 1 ? N : 300;
+        rng_seed(13 + kind);
+        for (int n = 0; n < n_tok; n++) tok[n] = kind == 0 ? 7 : kind == 1 ? N - 1 - n : rnd_int(4) ? rnd_int(3) : rnd_int(V);
+        const EmbeddingBwdPlan p = embedding_bwd_plan_build(tok, n_tok, V, ints);
+        CHECK(p.ints <= embedding_bwd_plan_ints(n_tok) && p.run == R && p.N == n_tok);
+        CHECK_MSG((long)p.slots * 64 <= embedding_bwd_scratch_floats(n_tok, 64), "kind %d: %d scratch rows", kind, p.slots);
+        const int *order = ints, *start = ints + n_tok, *id = embedding_bwd_plan_ids(ints, &p), *brun = id + p.nb;
+        const int *slot = brun + p.nb + 1, *run_bucket = slot + p.nb, *multi = run_bucket + p.runs;
+        CHECK(id == start + p.nb + 1 && multi + p.nm == ints + p.ints);
+        memset(seen, 0, N * sizeof(int));
+        int runs = 0, slots = 0, nm = 0;
+        for (int b = 0; b < p.nb; b++) {
+            const int len = start[b + 1] - start[b], nr = brun[b + 1] - brun[b];
+            CHECK_MSG(len > 0 && nr == (len + R - 1) / R, "kind %d bucket %d: %d positions in %d runs", kind, b, len, nr);
+            CHECK_EQ_INT(brun[b], runs);
+            for (int j = 0; j < nr; j++) CHECK_EQ_INT(run_bucket[runs + j], b);
+            CHECK_EQ_INT(slot[b], nr > 1 ? slots : -1);
+            if (nr > 1) CHECK_EQ_INT(multi[nm++], b);
+            runs += nr, slots += nr > 1 ? nr : 0;
+            for (int q = start[b]; q < start[b + 1]; q++) {
+                CHECK(tok[order[q]] == id[b] && (q == start[b] || order[q] > order[q - 1]));
+                seen[order[q]]++;
+            }
+        }
+        CHECK(runs == p.runs && slots == p.slots && nm == p.nm && (n_tok == 0 || start[p.nb] == n_tok));
+        for (int n = 0; n < n_tok; n++) CHECK_MSG(seen[n] == 1, "kind %d: position %d appears %d times", kind, n, seen[n]);
+        if (kind == 0) CHECK(p.nb == 1 && p.nm == 1 && p.slots == (N + R - 1) / R);
+        if (kind == 1) CHECK(p.nb == N && p.runs == N && p.nm == 0 && p.ints == embedding_bwd_plan_ints(N) - N);
+    }
+    free(tok), free(ints), free(seen);
+}
+
 static void test_embedding_ids_union(void) {
     /* Host-only: runs without a GPU. Two "ranks'" micro-batches marked into one bitmap each, OR-ed, listed. */
     const int V = 200, N = 37; /* V not a multiple of 64: the last word is partial */
@@ -305,7 +345,11 @@ static void test_embedding_put_rows(void) {
 
 static void test_embedding_forward_backward(void) {
     if (!gpu_test_begin()) return;
-    const struct { int N, C, V; } shapes[] = {{1, 8, 5}, {7, 96, 13}, {257, 2056, 1000}, {33, 6, 50}, {64, 13, 3}, {300, 64, 7}};
+    /* ids with one run, several (byte-like: a few ids hold most positions), run lengths at the edges (V = 3 at N = 97:
+     * 32, 33 and 64 positions are all likely), float4 and scalar paths */
+    const struct { int N, C, V; } shapes[] = {{1, 8, 5},     {7, 96, 13},  {257, 2056, 1000}, {33, 6, 50},
+                                              {64, 13, 3},   {300, 64, 7}, {97, 40, 3},       {4096, 520, 2},
+                                              {2000, 2048, 40}};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         const int N = shapes[si].N, C = shapes[si].C, V = shapes[si].V;
         const long nt = (long)V * C, no = (long)N * C;
@@ -323,12 +367,13 @@ static void test_embedding_forward_backward(void) {
         CHECK_MSG(bits_equal(out, ref, (size_t)no * 4), "embedding_forward N=%d C=%d: not a bitwise copy (%ld differ)", N, C,
                   count_bit_mismatch_f32(out, ref, no));
         /* backward: accumulate into a prefilled dtable, compare with the CPU's token-order sums */
-        int *order = xmalloc(N * sizeof(int)), *bid = xmalloc(N * sizeof(int)), *bstart = xmalloc((N + 1) * sizeof(int));
-        int nb = embedding_buckets_build(tok, N, V, order, bstart, bid);
-        int *d_order = gpu_upload(order, N * sizeof(int)), *d_bid = gpu_upload(bid, nb * sizeof(int));
-        int *d_bstart = gpu_upload(bstart, (nb + 1) * sizeof(int));
+        int *ints = xmalloc((size_t)embedding_bwd_plan_ints(N) * sizeof(int));
+        const EmbeddingBwdPlan plan = embedding_bwd_plan_build(tok, N, V, ints);
+        int *d_ints = gpu_upload(ints, (size_t)plan.ints * sizeof(int));
         float *d_g = gpu_upload(dout, (size_t)no * 4), *d_dt = gpu_upload(dtable0, (size_t)nt * 4);
-        gpu_embedding_backward(d_dt, d_g, d_order, d_bstart, d_bid, nb, C, 0);
+        /* NaN scratch: a run sum not written before it is added shows in the table */
+        float *d_runs = gpu_poisoned((size_t)embedding_bwd_scratch_floats(N, C) * 4 + 4);
+        gpu_embedding_backward(d_dt, d_runs, d_g, d_ints, &plan, C, 0);
         float *got = dl_f32(d_dt, nt), *want = copy_f32(dtable0, nt);
         embedding_backward(want, dout, tok, N, C, V);
         double err = rel_error_increment(got, want, dtable0, nt);
@@ -338,12 +383,11 @@ static void test_embedding_forward_backward(void) {
                   V, count_bit_mismatch_f32(got, want, nt));
         /* run twice: bitwise */
         cudaCheck(cudaMemcpy(d_dt, dtable0, (size_t)nt * 4, cudaMemcpyHostToDevice));
-        gpu_embedding_backward(d_dt, d_g, d_order, d_bstart, d_bid, nb, C, 0);
+        gpu_embedding_backward(d_dt, d_runs, d_g, d_ints, &plan, C, 0);
         float *got2 = dl_f32(d_dt, nt);
         CHECK_MSG(bits_equal(got, got2, (size_t)nt * 4), "embedding_backward N=%d C=%d: second run differs", N, C);
-        cudaFree(dtok), cudaFree(dtab), cudaFree(dout_d), cudaFree(d_order), cudaFree(d_bid), cudaFree(d_bstart);
-        cudaFree(d_g), cudaFree(d_dt);
-        free(tok), free(table), free(dout), free(dtable0), free(out), free(ref), free(order), free(bid), free(bstart);
+        cudaFree(dtok), cudaFree(dtab), cudaFree(dout_d), cudaFree(d_ints), cudaFree(d_runs), cudaFree(d_g), cudaFree(d_dt);
+        free(tok), free(table), free(dout), free(dtable0), free(out), free(ref), free(ints);
         free(got), free(want), free(got2);
     }
 }
@@ -911,8 +955,9 @@ static void test_reduce_ranges_and_sum(void) {
 
 TEST_SUITE(gpu_cast, TEST_CASE(test_cast_exact));
 TEST_SUITE(gpu_copy_rows, TEST_CASE(test_copy_rows));
-TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_ids_union),
-           TEST_CASE(test_embedding_put_rows), TEST_CASE(test_embedding_forward_backward));
+TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_bwd_plan),
+           TEST_CASE(test_embedding_ids_union), TEST_CASE(test_embedding_put_rows),
+           TEST_CASE(test_embedding_forward_backward));
 TEST_SUITE(gpu_rmsnorm, TEST_CASE(test_rmsnorm_forward), TEST_CASE(test_rmsnorm_backward));
 TEST_SUITE(gpu_rope, TEST_CASE(test_rope));
 TEST_SUITE(gpu_swiglu, TEST_CASE(test_swiglu));
