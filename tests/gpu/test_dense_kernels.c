@@ -216,28 +216,35 @@ static void test_copy_rows(void) {
 /* ================================================================================================
  * embedding.h */
 static void test_embedding_buckets(void) {
-    /* Host-only: runs without a GPU. */
-    const int N = 301, V = 17;
+    /* Host-only: runs without a GPU. Vocabularies of 1 to 4 radix passes of 8 bits (an odd count ends in the
+     * scratch array), ids spread over the whole range, the top two never occurring. */
+    const int N = 301, vocabs[] = {17, 300, 151936, (1 << 25) + 5};
     rng_seed(11);
     int *tok = xmalloc(N * sizeof(int)), *order = xmalloc(N * sizeof(int)), *bid = xmalloc(N * sizeof(int));
-    int *bstart = xmalloc((N + 1) * sizeof(int));
-    for (int n = 0; n < N; n++) tok[n] = rnd_int(V - 2); /* ids V-2, V-1 never occur */
-    int nb = embedding_buckets_build(tok, N, V, order, bstart, bid);
-    CHECK(nb > 0 && nb <= V - 2);
-    CHECK_EQ_INT(bstart[0], 0);
-    CHECK_EQ_INT(bstart[nb], N);
-    int *seen = calloc(N, sizeof(int));
-    for (int b = 0; b < nb; b++) {
-        CHECK_MSG(bstart[b] < bstart[b + 1], "bucket %d is empty", b);
-        if (b > 0) CHECK_MSG(bid[b] > bid[b - 1], "bucket ids not increasing at %d: %d after %d", b, bid[b], bid[b - 1]);
-        for (int p = bstart[b]; p < bstart[b + 1]; p++) {
-            CHECK_MSG(tok[order[p]] == bid[b], "order[%d] = %d has token %d, bucket id %d", p, order[p], tok[order[p]], bid[b]);
-            if (p > bstart[b]) CHECK_MSG(order[p] > order[p - 1], "bucket %d not stable at %d", b, p);
-            seen[order[p]]++;
+    int *bstart = xmalloc((N + 1) * sizeof(int)), *seen = xmalloc(N * sizeof(int));
+    for (int vi = 0; vi < (int)(sizeof vocabs / sizeof vocabs[0]); vi++) {
+        const int V = vocabs[vi];
+        for (int n = 0; n < N; n++) tok[n] = rnd_int(3) ? rnd_int(V < 40 ? V - 2 : 40) : rnd_int(V - 2);
+        int nb = embedding_buckets_build(tok, N, V, order, bstart, bid);
+        CHECK(nb > 0 && nb <= V - 2);
+        CHECK_EQ_INT(bstart[0], 0);
+        CHECK_EQ_INT(bstart[nb], N);
+        memset(seen, 0, N * sizeof(int));
+        for (int b = 0; b < nb; b++) {
+            CHECK_MSG(bstart[b] < bstart[b + 1], "V %d: bucket %d is empty", V, b);
+            if (b > 0)
+                CHECK_MSG(bid[b] > bid[b - 1], "V %d: bucket ids not increasing at %d: %d after %d", V, b, bid[b],
+                          bid[b - 1]);
+            for (int p = bstart[b]; p < bstart[b + 1]; p++) {
+                CHECK_MSG(tok[order[p]] == bid[b], "V %d: order[%d] = %d has token %d, bucket id %d", V, p, order[p],
+                          tok[order[p]], bid[b]);
+                if (p > bstart[b]) CHECK_MSG(order[p] > order[p - 1], "V %d: bucket %d not stable at %d", V, b, p);
+                seen[order[p]]++;
+            }
         }
+        for (int n = 0; n < N; n++) CHECK_MSG(seen[n] == 1, "V %d: position %d appears %d times", V, n, seen[n]);
     }
-    for (int n = 0; n < N; n++) CHECK_MSG(seen[n] == 1, "position %d appears %d times in order", n, seen[n]);
-    CHECK_EQ_INT(embedding_buckets_build(tok, 0, V, order, bstart, bid), 0);
+    CHECK_EQ_INT(embedding_buckets_build(tok, 0, 17, order, bstart, bid), 0);
     CHECK_EQ_INT(bstart[0], 0);
     free(tok), free(order), free(bid), free(bstart), free(seen);
 }
