@@ -86,7 +86,8 @@ struct GpuModel {
     /* parameters, gradients, optimizer (flat, the table's layout) */
     float *params, *grads;
     void *adam_m, *adam_v; /* fp32 or bf16 (train.optimizer_state) */
-    int experts_unwritten;        /* the next MoE backward writes the routed experts' gradients */
+    int grads_unwritten;          /* a step's first backward: it writes grad_written_first's gradients */
+    int head_grad_unwritten;      /* the next pass of the head's backward writes its gradient */
     int norm_queued;              /* every tensor's squares are queued on the comm stream (norm_partials) */
     /* The routed experts' squares for the gradient norm from the megakernel's last backward of a step
      * (MoeGpuGrads.sq), where no all-reduce changes their gradients after it (one data-parallel replica): without the
@@ -485,19 +486,38 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows) {
     return g->head_rows == rows && g->head_grad_rows == grad_rows;
 }
 
+/* Tensors whose gradient a step's first backward writes whole instead of adding to, so zero_grads leaves them: the
+ * routed experts (MoeGpuGrads.overwrite_experts), and the matrices of the attention, the dense FFN and the LM head,
+ * whose weight-gradient GEMMs then run with beta 0 (s39: 2 GB of memsets and as many bytes read less a step at
+ * mokc-small-1gpu's sizes). A table tied to the head is one of them: the head's backward writes it before the
+ * embedding's backward adds its rows. */
+static int grad_written_first(const GpuModel *g, const ParamInfo *p) {
+    if (p->kind == PARAM_EXPERT) return 1;
+    if (p->layer < 0) return p->offset == g->t->lm_head;
+    const LayerOffsets *o = &g->t->layers[p->layer];
+    const size_t written[] = {o->wq, o->wk, o->wv, o->wo, o->w_gate, o->w_up, o->w_down};
+    for (int i = 0; i < (int)(sizeof written / sizeof written[0]); i++)
+        if (p->offset == written[i]) return 1;
+    return 0;
+}
+
+/* The weight-gradient GEMMs' beta: write at a step's first backward, add after it. */
+static float grad_beta(int unwritten) { return unwritten ? 0.0f : 1.0f; }
+
 void gpu_model_zero_grads(GpuModel *g) {
     step_timer_restart(&g->timer); /* a step starts here */
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "zero grads");
-    /* runs of tensors in offset order, cut at the routed experts' (at Kimi-like sizes the bulk) */
+    /* runs of tensors in offset order, cut at those the first backward writes */
     size_t start = 0;
     for (int i = 0; i <= g->t->count; i++) {
         const ParamInfo *p = i < g->t->count ? &g->t->items[i] : NULL;
         const size_t end = p ? p->offset : g->t->total;
-        if (p && p->kind != PARAM_EXPERT) continue;
+        if (p && !grad_written_first(g, p)) continue;
         if (end > start) cudaCheck(cudaMemsetAsync(g->grads + start, 0, (end - start) * sizeof(float), g->stream));
         if (p) start = p->offset + p->numel;
     }
-    g->experts_unwritten = 1;
+    g->grads_unwritten = 1;
+    g->head_grad_unwritten = 1;
     g->norm_queued = 0;
     if (g->emb_seen) memset(g->emb_seen, 0, sizeof(uint64_t) * (size_t)embedding_ids_words(g->d->V));
     step_timer_mark(&g->timer, STEP_DENSE, "host before the batch"); /* a gap: the host's work */
@@ -514,7 +534,7 @@ static MoeGpuWeights moe_weights(const GpuModel *g, const LayerOffsets *o) {
 
 static MoeGpuGrads moe_grads(GpuModel *g, const LayerOffsets *o) {
     MoeGpuGrads w = {.router = G32(o->router), .w_gate = G32(o->e_gate), .w_up = G32(o->e_up),
-                     .w_down = G32(o->e_down), .overwrite_experts = g->experts_unwritten};
+                     .w_down = G32(o->e_down), .overwrite_experts = g->grads_unwritten};
     if (g->d->S > 0) w.shared_gate = G32(o->s_gate), w.shared_up = G32(o->s_up), w.shared_down = G32(o->s_down);
     return w;
 }
@@ -616,7 +636,8 @@ static void head_backward(GpuModel *g, int r0, int R) {
     gemm_rm(g->blas, 0, 0, R, C, V, g->dlogits, GEMM_BF16, W16(g->t->lm_head), GEMM_BF16, g->dln + (size_t)r0 * C,
             GEMM_F32, 1, 0);
     gemm_rm(g->blas, 1, 0, V, C, R, g->dlogits, GEMM_BF16, g->lnf + (size_t)r0 * C, GEMM_BF16, G32(g->t->lm_head),
-            GEMM_F32, 1, 1);
+            GEMM_F32, 1, grad_beta(g->head_grad_unwritten));
+    g->head_grad_unwritten = 0;
 }
 
 /* Final norm, LM head and cross-entropy in chunks of rows (a chunk's fp32 logits at a time). With
@@ -781,18 +802,19 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     LayerActs *a = &g->layers[l];
     const int N = g->N, C = d->C, QD = d->Hq * d->D, KD = d->Hkv * d->D, I = d->I;
     const long NC = (long)N * C;
+    const float beta = grad_beta(g->grads_unwritten);
     cudaStream_t s = g->stream;
     /* FFN: dres holds d x_next and becomes d x_mid. */
     mark(g, is_moe(g, l) ? STEP_MOE : STEP_DENSE, is_moe(g, l) ? "moe bwd" : "dense ffn bwd");
     if (!is_moe(g, l)) {
         gpu_cast_f32_to_bf16(g->dres_bf16, g->dres, NC, s);
         gemm_rm(g->blas, 0, 1, N, I, C, g->dres_bf16, GEMM_BF16, W16(o->w_down), GEMM_BF16, g->dh, GEMM_F32, 1, 0);
-        gemm_rm(g->blas, 1, 0, I, C, N, a->h, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->w_down), GEMM_F32, 1, 1);
+        gemm_rm(g->blas, 1, 0, I, C, N, a->h, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->w_down), GEMM_F32, 1, beta);
         gpu_swiglu_backward(g->dg, g->du, g->dh, a->g, a->u, (long)N * I, s);
         gemm_rm(g->blas, 0, 1, N, C, I, g->dg, GEMM_BF16, W16(o->w_gate), GEMM_BF16, g->dln, GEMM_F32, 1, 0);
         gemm_rm(g->blas, 0, 1, N, C, I, g->du, GEMM_BF16, W16(o->w_up), GEMM_BF16, g->dln, GEMM_F32, 1, 1);
-        gemm_rm(g->blas, 1, 0, C, I, N, a->ln2, GEMM_BF16, g->dg, GEMM_BF16, G32(o->w_gate), GEMM_F32, 1, 1);
-        gemm_rm(g->blas, 1, 0, C, I, N, a->ln2, GEMM_BF16, g->du, GEMM_BF16, G32(o->w_up), GEMM_F32, 1, 1);
+        gemm_rm(g->blas, 1, 0, C, I, N, a->ln2, GEMM_BF16, g->dg, GEMM_BF16, G32(o->w_gate), GEMM_F32, 1, beta);
+        gemm_rm(g->blas, 1, 0, C, I, N, a->ln2, GEMM_BF16, g->du, GEMM_BF16, G32(o->w_up), GEMM_F32, 1, beta);
     } else {
         MoeGpuWeights w = moe_weights(g, o);
         MoeGpuGrads gr = moe_grads(g, o);
@@ -812,7 +834,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
     mark(g, STEP_ATTENTION, "o proj dgrad");
     gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
     mark(g, STEP_ATTENTION, "o proj wgrad");
-    gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, 1);
+    gemm_rm(g->blas, 1, 0, QD, C, N, a->atty, GEMM_BF16, g->dres_bf16, GEMM_BF16, G32(o->wo), GEMM_F32, 1, beta);
     mark(g, STEP_ATTENTION, "attention bwd");
     attention_backward_gpu(g->blas, g->attn, g->dqkv, g->datty, a->atty, a->attn_saved, a->q, a->k, a->v, s);
     mark(g, STEP_ATTENTION, "rope bwd"); /* dq's heads and dk's, the start of each row: one pass */
@@ -827,7 +849,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
         long col, width;
         attention_grad_part(d->Hq, d->Hkv, d->D, i, &col, &width);
         gemm_rm_ld(g->blas, 1, 0, C, (int)width, N, a->ln1, GEMM_BF16, C, g->dqkv + col, GEMM_BF16, QKV,
-                   G32(w_off[i]), GEMM_F32, width, 1, 1);
+                   G32(w_off[i]), GEMM_F32, width, 1, beta);
     }
     mark(g, STEP_ATTENTION, "attn norm bwd");
     gpu_rmsnorm_backward(g->dres, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
@@ -862,7 +884,7 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
      * sums the losses and loads over the ranks */
     if (last) mark(g, STEP_ALLREDUCE, "all-reduce wait");
     else mark(g, STEP_DENSE, "host between batches"); /* what the stream waits for the next micro-batch's launches */
-    g->experts_unwritten = 0;
+    g->grads_unwritten = 0;
     g->experts_sq_now = 0;
     g->timing = 0;
     /* No wait for the stream: the host loads the next micro-batch while this backward runs (upload_batch). */
