@@ -129,8 +129,8 @@ __global__ void combine_backward_kernel(uint16_t *__restrict__ dye, uint16_t *__
     }
 }
 
-__global__ void scatter_add_kernel(float *__restrict__ dx, const uint16_t *__restrict__ dxe,
-                                   const int *__restrict__ slot_row, int N, int k, int C, int vec) {
+__global__ void scatter_rows_kernel(float *__restrict__ dx, const uint16_t *__restrict__ dxe,
+                                    const int *__restrict__ slot_row, int N, int k, int C, int add, int vec) {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         float *dxn = dx + n * C;
         if (vec) {
@@ -144,9 +144,12 @@ __global__ void scatter_add_kernel(float *__restrict__ dx, const uint16_t *__res
                     for (int i = 0; i < 8; i++) acc[i] += v[i];
                 }
                 float4 *d4 = reinterpret_cast<float4 *>(dxn) + 2 * g;
-                float4 a = d4[0], b = d4[1];
-                a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
-                b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
+                float4 a = make_float4(acc[0], acc[1], acc[2], acc[3]), b = make_float4(acc[4], acc[5], acc[6], acc[7]);
+                if (add) {
+                    const float4 a0 = d4[0], b0 = d4[1];
+                    a.x += a0.x, a.y += a0.y, a.z += a0.z, a.w += a0.w;
+                    b.x += b0.x, b.y += b0.y, b.z += b0.z, b.w += b0.w;
+                }
                 d4[0] = a;
                 d4[1] = b;
             }
@@ -154,7 +157,7 @@ __global__ void scatter_add_kernel(float *__restrict__ dx, const uint16_t *__res
             for (int c = threadIdx.x; c < C; c += kThreads) {
                 float acc = 0;
                 for (int j = 0; j < k; j++) acc += bf(dxe[(long)slot_row[n * k + j] * C + c]);
-                dxn[c] += acc;
+                dxn[c] = add ? dxn[c] + acc : acc;
             }
         }
     }
@@ -183,10 +186,10 @@ extern "C" void gpu_moe_combine_backward(bf16_t *dye, bf16_t *dyb, float *dgates
     cudaCheckLaunch();
 }
 
-extern "C" void gpu_moe_scatter_add(float *dx, const bf16_t *dxe, const int *slot_row, int N, int k, int C,
-                                    cudaStream_t stream) {
+extern "C" void gpu_moe_scatter_rows(float *dx, const bf16_t *dxe, const int *slot_row, int N, int k, int C, int add,
+                                     cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     const int vec = C % 8 == 0 && aligned16(dx) && aligned16(dxe);
-    scatter_add_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(dx, dxe, slot_row, N, k, C, vec);
+    scatter_rows_kernel<<<blocks_for_tokens(N), kThreads, 0, stream>>>(dx, dxe, slot_row, N, k, C, add, vec);
     cudaCheckLaunch();
 }

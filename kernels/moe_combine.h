@@ -31,10 +31,10 @@ void gpu_moe_combine(float *y, const bf16_t *ye, const float *gates, const int *
 void gpu_moe_combine_backward(bf16_t *dye, bf16_t *dyb, float *dgates, const float *dy, const bf16_t *ye,
                               const float *gates, const int *slot_row, int N, int k, int C, cudaStream_t stream);
 
-/* dx[n, c] += sum_{j in order} dxe[slot_row[n*k+j], c]  (fp32 sum, then one add). dx fp32 (N, C);
- * dxe bf16 (N*k, C). */
-void gpu_moe_scatter_add(float *dx, const bf16_t *dxe, const int *slot_row, int N, int k, int C,
-                         cudaStream_t stream);
+/* dx[n, c] = s, or with add dx[n, c] += s (one add), where s = sum_{j in order} dxe[slot_row[n*k+j], c] in fp32.
+ * dx fp32 (N, C); dxe bf16 (N*k, C). */
+void gpu_moe_scatter_rows(float *dx, const bf16_t *dxe, const int *slot_row, int N, int k, int C, int add,
+                          cudaStream_t stream);
 
 #ifdef __cplusplus
 }

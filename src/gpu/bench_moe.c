@@ -200,7 +200,6 @@ static void layer_create(Layer *L, const MoeGpuDims *d, int N, const MoeGpuComms
     cudaCheck(cudaMalloc((void **)&L->dy, nx * sizeof(float) + 16));
     cudaCheck(cudaMalloc((void **)&L->y, nx * sizeof(float) + 16));
     cudaCheck(cudaMalloc((void **)&L->dx, nx * sizeof(float) + 16));
-    cudaCheck(cudaMemsetAsync(L->dx, 0, nx * sizeof(float), s));
     gpu_moe_fill_f32(L->y, (long)nx, seed * 16 + 8, tok0 * C, 1.0f, quant ? 1.0f / 16 : 0.0f, s); /* y: scratch */
     gpu_cast_f32_to_bf16(L->x, L->y, (long)nx, s); /* exact where quantised (steps of 1/16 below 16) */
     gpu_moe_fill_f32(L->dy, (long)nx, seed * 16 + 9, tok0 * C, dy_scale, 0.0f, s);
@@ -569,7 +568,6 @@ static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const 
     cudaCheck(cudaMalloc((void **)&y, (size_t)nx * sizeof(float) + 16));
     for (int r = 0; r < 2; r++) {
         cudaCheck(cudaMalloc((void **)&dx[r], (size_t)nx * sizeof(float) + 16));
-        cudaCheck(cudaMemsetAsync(dx[r], 0, (size_t)nx * sizeof(float), s));
         for (int t = 0; t < T_COUNT; t++) {
             cudaCheck(cudaMalloc((void **)&g[r][t], (size_t)ep->n[t] * sizeof(float) + 16));
             cudaCheck(cudaMemsetAsync(g[r][t], 0, (size_t)ep->n[t] * sizeof(float), s));

@@ -819,8 +819,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
         MoeGpuWeights w = moe_weights(g, o);
         MoeGpuGrads gr = moe_grads(g, o);
         if (g->experts_sq_now) gr.sq = g->experts_sq + (size_t)(l - d->first_dense) * g->experts_sq_layer;
-        cudaCheck(cudaMemsetAsync(g->dln, 0, sizeof(float) * (size_t)NC, s));
-        if (g->moe_mok)
+        if (g->moe_mok) /* both write dln */
             moe_mok_backward(g->dln, &gr, g->dres, dloss * d->aux_coef, &g->moe_saved[l], g->moe_mok, a->ln2, &w,
                              N, s);
         else

@@ -196,12 +196,12 @@ void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv
                      const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
 
 /* The backward of the forward kept in sv (the wgmma tile: sm_90a), same contract as
- * moe_unfused_backward: given dy (N, C) fp32 and daux, ADDS dx (N, C) fp32 and every weight
+ * moe_unfused_backward: given dy (N, C) fp32 and daux, WRITES dx (N, C) fp32 and ADDS every weight
  * gradient into g. In order on the stream: dy's bf16 rows and the gates into this rank's window,
  * and the gate gradients; the shared experts (cuBLAS); a barrier over the EP group; one persistent
  * launch (kernels/mok/mok.h: MokBwdParams) that pulls the gate-scaled dy rows to their owners, runs the expert
  * GEMMs and the SwiGLU backward, pushes the dx rows back to their sources' slots and adds the
- * experts' weight gradients; a barrier; dx += the fixed-order sum of the rows over j; the router.
+ * experts' weight gradients; a barrier; dx (+)= the fixed-order sum of the rows over j; the router.
  * No host synchronisation. Every EP rank calls it together. (src/gpu/moe_mok_backward.c) */
 void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeMokSaved *sv, MoeMok *m,
                       const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream);

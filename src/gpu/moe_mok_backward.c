@@ -94,7 +94,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     moe_mok_ep_barrier(m, stream); /* every dx row has landed in its source's slots */
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 4, stream);
 
-    gpu_moe_scatter_add(dx, win_y, m->slot_iota, N, k, C, stream);
+    gpu_moe_scatter_rows(dx, win_y, m->slot_iota, N, k, C, d->n_shared > 0, stream); /* after the shared experts' */
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 5, stream);
     if (N > 0)
         gpu_moe_route_backward(m->logits, m->dgates, st->scores, st->topk, st->stat_counts, daux,

@@ -30,6 +30,6 @@ void moe_shared_backward(cublasHandle_t blas, float *dx, const MoeGpuGrads *g, c
     gpu_swiglu_backward(s->dgate, s->dup, s->dh, s_gate, s_up, (long)N * SI, stream);
     gemm_rm(blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, s->dgate, GEMM_BF16, g->shared_gate, GEMM_F32, 1.0f, 1.0f);
     gemm_rm(blas, 1, 0, C, SI, N, x_bf16, GEMM_BF16, s->dup, GEMM_BF16, g->shared_up, GEMM_F32, 1.0f, 1.0f);
-    gemm_rm(blas, 0, 1, N, C, SI, s->dgate, GEMM_BF16, wt->shared_gate, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
+    gemm_rm(blas, 0, 1, N, C, SI, s->dgate, GEMM_BF16, wt->shared_gate, GEMM_BF16, dx, GEMM_F32, 1.0f, 0.0f);
     gemm_rm(blas, 0, 1, N, C, SI, s->dup, GEMM_BF16, wt->shared_up, GEMM_BF16, dx, GEMM_F32, 1.0f, 1.0f);
 }

@@ -17,7 +17,7 @@
 void moe_shared_forward(cublasHandle_t blas, float *y, bf16_t *s_gate, bf16_t *s_up, const bf16_t *x_bf16,
                         const MoeGpuWeights *wt, const MoeSharedScratch *s, int N, int C, int SI, cudaStream_t stream);
 
-/* Adds dx (N, C) and the three shared-expert gradients in g, from dy_bf16 (N, C), x_bf16 and the
+/* Writes dx (N, C) and adds the three shared-expert gradients in g, from dy_bf16 (N, C), x_bf16 and the
  * forward's s_gate, s_up. On blas's stream. */
 void moe_shared_backward(cublasHandle_t blas, float *dx, const MoeGpuGrads *g, const bf16_t *dy_bf16,
                          const bf16_t *x_bf16, const MoeGpuWeights *wt, const bf16_t *s_gate, const bf16_t *s_up,

@@ -464,8 +464,8 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
         gpu_cast_f32_to_bf16(w->xe, w->dxr, (long)a->rows_in * C, stream);
     }
 
-    /* 2'. dx += sum over j of the token's rows */
-    gpu_moe_scatter_add(dx, w->xe, a->slot_row, N, k, C, stream);
+    /* 2'. dx (+)= sum over j of the token's rows: added to the shared experts' dx where they wrote it */
+    gpu_moe_scatter_rows(dx, w->xe, a->slot_row, N, k, C, SI > 0, stream);
 
     /* 1'. router: dlogits from the gates and the aux loss, then dW_router and dx (moe_router.h) */
     if (N > 0) {

@@ -30,7 +30,7 @@
  * The backward mirrors it (dy and dx rows travel through the same plan, no new synchronisation):
  * combine backward (dye = gate * bf16(dy) in bf16, dgates = <dy, ye>), shared experts, dye to the owners,
  * expert backward (dh, dW_down, SwiGLU backward, dW_gate, dW_up, dx rows in fp32 then bf16), dx rows
- * back, dx += sum over j of the rows, router backward (gates and aux through the scores; dW_router
+ * back, dx (+)= sum over j of the rows, router backward (gates and aux through the scores; dW_router
  * and dx from bf16 operands with fp32 accumulation, src/gpu/moe_router.h). Weight gradients are one GEMM per expert over its rows (fixed K order).
  *
  * Memory: the layer's saved activations (MoeUnfusedActs, one per MoE layer) and one scratch
@@ -203,8 +203,9 @@ void moe_unfused_work_destroy(MoeUnfusedWork *w);
 void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, MoeUnfusedWork *w, const bf16_t *x,
                          const MoeGpuWeights *wt, const float *expert_bias, int N, cudaStream_t stream);
 
-/* Given dy (N, C) fp32 and daux (the aux loss's weight in the total loss), ADDS dx (N, C) fp32 and
- * every weight gradient into g. x as in the forward. N must be the forward's. No host synchronisation. */
+/* Given dy (N, C) fp32 and daux (the aux loss's weight in the total loss), WRITES dx (N, C) fp32 (whatever it
+ * held) and ADDS every weight gradient into g. x as in the forward. N must be the forward's. No host
+ * synchronisation. */
 void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeUnfusedActs *a,
                           MoeUnfusedWork *w, const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream);
 

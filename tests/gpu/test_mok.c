@@ -159,7 +159,7 @@ static void grads_create(Grads *G, const Shape *s) {
     const long n[G_COUNT] = {C * E, E * C * I, E * C * I, E * I * C, C * SI, C * SI, SI * C};
     memcpy(G->n, n, sizeof n);
     cudaCheck(cudaMalloc((void **)&G->dx, ((size_t)s->N * C + 1) * sizeof(float)));
-    cudaCheck(cudaMemset(G->dx, 0, ((size_t)s->N * C + 1) * sizeof(float)));
+    cudaCheck(cudaMemset(G->dx, 0xff, ((size_t)s->N * C + 1) * sizeof(float))); /* NaN: the backward writes dx */
     for (int t = 0; t < G_COUNT; t++) {
         cudaCheck(cudaMalloc((void **)&G->g[t], (size_t)(n[t] + 1) * sizeof(float)));
         cudaCheck(cudaMemset(G->g[t], 0, (size_t)(n[t] + 1) * sizeof(float)));
@@ -577,10 +577,10 @@ typedef struct {
     cudaStream_t stream;
 } Step;
 
-/* The outputs zeroed (dx and the gradients are added into) and y poisoned, outside any graph. */
+/* y and dx poisoned (written), the gradients zeroed (added into), outside any graph. */
 static void step_reset(const Step *t, const Shape *s) {
     cudaCheck(cudaMemsetAsync(t->y, 0xff, (size_t)t->N * s->C * sizeof(float), t->stream));
-    cudaCheck(cudaMemsetAsync(t->G->dx, 0, (size_t)t->N * s->C * sizeof(float), t->stream));
+    cudaCheck(cudaMemsetAsync(t->G->dx, 0xff, (size_t)t->N * s->C * sizeof(float), t->stream));
     for (int g = 0; g < G_COUNT; g++) cudaCheck(cudaMemsetAsync(t->G->g[g], 0, t->G->n[g] * sizeof(float), t->stream));
 }
 
