@@ -53,15 +53,16 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
  * 1 when both are now as asked. */
 int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
 
-/* Starts a step's gradients: zeroes every tensor but the routed experts', which the next
- * micro-batch's MoE backward writes instead of adding to (MoeGpuGrads.overwrite_experts). */
+/* Starts a step's gradients: zeroes every tensor but those the next micro-batch's backward writes instead of adding
+ * to: the routed experts' (MoeGpuGrads.overwrite_experts) and the attention's, dense FFN's and LM head's matrices
+ * (their weight-gradient GEMMs at beta 0). */
 void gpu_model_zero_grads(GpuModel *g);
 /* The fp32 gradients to the host (tests, diagnostics). */
 void gpu_model_download_grads(GpuModel *g, float *grads);
 /* The parameters' bf16 copies (their bits), which the GEMMs read, to the host (tests). */
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16);
 /* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients
- * (the routed experts': writing, in the first micro-batch after gpu_model_zero_grads)
+ * (those gpu_model_zero_grads left: writing, in the first micro-batch after it)
  * the gradient of dloss * (mean cross-entropy + aux_coef * aux) averaged over the ranks. On the
  * last micro-batch of a step (`last`) it starts the gradient all-reduce as layers finish; there, with more than one
  * rank, it is also a host collective over MPI_COMM_WORLD (the embedding rows the ranks' tokens used): every rank
