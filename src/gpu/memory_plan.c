@@ -58,8 +58,8 @@ void memory_plan_allocate(MemoryPlan *p) {
         *p->items[i].dst = cursor;
         cursor += (p->items[i].bytes + ALIGN - 1) / ALIGN * ALIGN;
     }
-    /* Gradients and optimizer moments must start at zero; the rest is zeroed so that a read of
-     * something never written is at least reproducible. The memset runs on the legacy stream,
+    /* Optimizer moments must start at zero (gradients: gpu_model_zero_grads each step); the rest is zeroed so
+     * that a read of something never written is at least reproducible. The memset runs on the legacy stream,
      * which does not order the owners' non-blocking streams: wait for it here. */
     cudaCheck(cudaMemset(p->block, 0, own));
     cudaCheck(cudaDeviceSynchronize());

@@ -55,7 +55,8 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
 
 /* Starts a step's gradients: zeroes every tensor but those the next micro-batch's backward writes instead of adding
  * to: the routed experts' (MoeGpuGrads.overwrite_experts) and the attention's, dense FFN's and LM head's matrices
- * (their weight-gradient GEMMs at beta 0). */
+ * (their weight-gradient GEMMs at beta 0; a table tied to the head too: the head writes it before the embedding's
+ * backward adds). */
 void gpu_model_zero_grads(GpuModel *g);
 /* The fp32 gradients to the host (tests, diagnostics). */
 void gpu_model_download_grads(GpuModel *g, float *grads);

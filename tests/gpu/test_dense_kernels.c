@@ -713,10 +713,11 @@ static void check_cross_entropy_coded(const int *d_t, const float *logits, const
 
 static void test_cross_entropy(void) {
     if (!gpu_test_begin()) return;
-    /* V % 8 == 0 aligned (16-byte codes), V % 4 == 0 only (1004: 8-byte), odd or misaligned (one at a time) */
+    /* V % 8 == 0 aligned (16-byte codes), V % 4 == 0 only or 8-byte aligned (1004; shift 4: 8-byte), odd or
+     * misaligned (one at a time) */
     const struct { int rows, V, shift; } shapes[] = {{1, 256, 0},   {7, 256, 0}, {5, 50257, 0}, {3, 151936, 0},
                                                      {33, 1000, 0}, {4, 7, 0},   {6, 256, 1},   {2, 20000, 1},
-                                                     {5, 1004, 0}};
+                                                     {5, 1004, 0},  {3, 2048, 4}};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         const int rows = shapes[si].rows, V = shapes[si].V, shift = shapes[si].shift;
         const long n = (long)rows * V;

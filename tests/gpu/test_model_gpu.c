@@ -79,10 +79,13 @@ static void compare_model(int tie, int sigmoid) {
     /* Passes 0 and 1 as planned (the head's logits in one chunk here, its backward in one pass), pass 2 with the
      * logits in chunks of 7 rows (the last one short, as a 151936-token vocabulary is split at mokc-small's sizes)
      * and one backward pass, pass 3 with the backward in passes of 21 rows (3 chunks; the last pass short), pass 4 as
-     * pass 3 over two micro-batches of the same tokens: twice the gradients (the first writes the GEMMs' gradients and
-     * the experts', the second adds). Each pass follows another's gradients, which zero_grads leaves where the first
-     * backward writes: a tensor it neither zeroed nor wrote shows as a stale value. */
+     * pass 3 over two micro-batches of the same tokens (the first writes the GEMMs' gradients and the experts', the
+     * second adds). From pass 2 on each pass scales the loss by another power of two (its gradients by it, exactly):
+     * zero_grads leaves the previous pass's gradients where the first backward writes, so a tensor neither zeroed
+     * nor written whole shows at the wrong scale. */
     enum { PASSES = 5, CHUNK_ROWS = 7, PASS_ROWS = 21 };
+    static const double dloss_of[PASSES] = {1.0, 1.0, 0.5, 2.0, 0.25}; /* a micro-batch's */
+    static const int batches_of[PASSES] = {1, 1, 1, 1, 2};
     float *g_gpu[PASSES];
     double loss_gpu[PASSES], aux_gpu[PASSES];
     for (int run = 0; run < PASSES; run++) {
@@ -90,9 +93,10 @@ static void compare_model(int tie, int sigmoid) {
         if (run == 3) CHECK(gpu_model_set_head_rows(gm, CHUNK_ROWS, PASS_ROWS));
         int64_t *load = calloc((size_t)d.L * d.E, sizeof(int64_t));
         gpu_model_zero_grads(gm);
-        const int batches = run == 4 ? 2 : 1;
+        const int batches = batches_of[run];
         for (int mb = 0; mb < batches; mb++)
-            loss_gpu[run] = gpu_model_forward_backward(gm, in, tg, 1.0, mb == batches - 1, &aux_gpu[run], load);
+            loss_gpu[run] =
+                gpu_model_forward_backward(gm, in, tg, dloss_of[run], mb == batches - 1, &aux_gpu[run], load);
         g_gpu[run] = malloc(t.total * sizeof(float));
         gpu_model_download_grads(gm, g_gpu[run]);
         int64_t routed = 0;
@@ -103,7 +107,8 @@ static void compare_model(int tie, int sigmoid) {
     static const char *head_ways[PASSES] = {"one chunk", "", "chunks of 7 rows, one backward pass",
                                             "chunks of 7 rows, backward passes of 21 rows",
                                             "chunks of 7 rows, backward passes of 21 rows, two micro-batches"};
-    for (size_t i = 0; i < t.total; i++) g_gpu[4][i] *= 0.5f; /* exact: the comparisons below take one batch's */
+    for (int run = 2; run < PASSES; run++) /* exact: the comparisons below take dloss 1's */
+        for (size_t i = 0; i < t.total; i++) g_gpu[run][i] /= (float)(dloss_of[run] * batches_of[run]);
     for (int run = 0; run < PASSES; run += run == 0 ? 2 : 1) {
         CHECK_MSG(fabs(loss_gpu[run] - loss_cpu) < 1e-2 * loss_cpu, "pass %d loss: gpu %.6f cpu %.6f", run,
                   loss_gpu[run], loss_cpu);

@@ -8,8 +8,8 @@
  * backward ADDED to random initial values; y and dx are written over NaN) within 1e-2 relative; no NaN
  * left from the poisoned outputs; a second forward + backward bitwise identical.
  * Shapes: small, k = 1, skewed routing (all tokens to fixed experts through a large expert_bias;
- * most experts get no rows), sigmoid scores with and without renormalisation, no shared experts
- * with odd widths (scalar paths), E = 384 with k = 8, E = 200 and 520, k = E, k = 12 and 10, and
+ * most experts get no rows), sigmoid scores with and without renormalisation, odd widths with and
+ * without a shared expert (scalar paths), E = 384 with k = 8, E = 200 and 520, k = E, k = 12 and 10, and
  * enough tokens to span several plan and aux chunks.
  */
 #include <math.h>
@@ -336,12 +336,15 @@ static void test_moe_gpu_sigmoid(void) {
     run_shape(&s2);
 }
 
-static void test_moe_gpu_no_shared_odd_widths(void) {
+/* C = 36: the scatter's element-by-element path, writing dx alone and adding to the shared experts' dx */
+static void test_moe_gpu_odd_widths(void) {
     if (!gpu_test_begin()) return;
     Shape s = {"no shared experts, C=36 I=20", 19, 0, 36, 8, 2, 20, 0, 0, 1, 1.0, BIAS_RANDOM, 0.1, 51};
     run_shape(&s);
     Shape s2 = {"no shared experts, C=64 I=48", 37, 0, 64, 8, 2, 48, 0, 0, 1, 1.0, BIAS_NONE, 0.0, 52};
     run_shape(&s2);
+    Shape s3 = {"one shared expert, C=36 I=20", 19, 0, 36, 8, 2, 20, 1, 0, 1, 1.0, BIAS_RANDOM, 0.1, 53};
+    run_shape(&s3);
 }
 
 static void test_moe_gpu_e384_k8(void) {
@@ -400,6 +403,6 @@ static void test_moe_gpu_workspace_bytes(void) {
 
 TEST_SUITE(gpu_moe_unfused, TEST_CASE(test_moe_gpu_workspace_bytes), TEST_CASE(test_moe_gpu_small),
            TEST_CASE(test_moe_gpu_k1), TEST_CASE(test_moe_gpu_skewed), TEST_CASE(test_moe_gpu_sigmoid),
-           TEST_CASE(test_moe_gpu_no_shared_odd_widths), TEST_CASE(test_moe_gpu_e384_k8),
+           TEST_CASE(test_moe_gpu_odd_widths), TEST_CASE(test_moe_gpu_e384_k8),
            TEST_CASE(test_moe_gpu_many_experts), TEST_CASE(test_moe_gpu_k_above_8), TEST_CASE(test_moe_gpu_k_equals_e),
            TEST_CASE(test_moe_gpu_many_tokens));
