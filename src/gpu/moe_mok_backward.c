@@ -38,8 +38,8 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
         cudaCheck(cudaMemcpyAsync(m->win_gates, st->gates, (size_t)N * k * sizeof(float), cudaMemcpyDeviceToDevice,
                                   stream));
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 1, stream);
-    moe_shared_backward(m->blas, dx, g, m->win_dy, x, wt, st->s_gate, st->s_up, &m->shared, N, C,
-                        d->n_shared * d->I, stream);
+    const int dx_written = moe_shared_backward(m->blas, dx, g, m->win_dy, x, wt, st->s_gate, st->s_up, &m->shared,
+                                               N, C, d->n_shared * d->I, stream);
     /* every rank's dy rows and gates are written and its gate gradients read its combine slots:
      * the kernel may pull the former and push dx rows over the latter */
     moe_mok_ep_barrier(m, stream);
@@ -94,7 +94,7 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     moe_mok_ep_barrier(m, stream); /* every dx row has landed in its source's slots */
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 4, stream);
 
-    gpu_moe_scatter_rows(dx, win_y, m->slot_iota, N, k, C, d->n_shared > 0, stream); /* after the shared experts' */
+    gpu_moe_scatter_rows(dx, win_y, m->slot_iota, N, k, C, dx_written, stream); /* onto the shared experts' dx */
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 5, stream);
     if (N > 0)
         gpu_moe_route_backward(m->logits, m->dgates, st->scores, st->topk, st->stat_counts, daux,

@@ -415,7 +415,8 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
                              stream);
 
     /* shared experts */
-    moe_shared_backward(w->blas, dx, g, w->dy_bf16, x, wt, a->s_gate, a->s_up, &w->shared, N, C, SI, stream);
+    const int dx_written =
+        moe_shared_backward(w->blas, dx, g, w->dy_bf16, x, wt, a->s_gate, a->s_up, &w->shared, N, C, SI, stream);
 
     /* dy rows to the owners */
     bf16_t *dyr = w->dye;
@@ -465,7 +466,7 @@ void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, doub
     }
 
     /* 2'. dx (+)= sum over j of the token's rows: added to the shared experts' dx where they wrote it */
-    gpu_moe_scatter_rows(dx, w->xe, a->slot_row, N, k, C, SI > 0, stream);
+    gpu_moe_scatter_rows(dx, w->xe, a->slot_row, N, k, C, dx_written, stream);
 
     /* 1'. router: dlogits from the gates and the aux loss, then dW_router and dx (moe_router.h) */
     if (N > 0) {
