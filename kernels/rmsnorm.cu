@@ -47,11 +47,12 @@ __global__ void __launch_bounds__(kThreads)
  *  - CH > 0 (C <= kThreads * VEC * CH): a row's chunks (dout, x and dx) come into registers in one pass, before
  *    the row's reduction, so a row waits on memory once; weight and the dweight sums stay in registers;
  *  - CH = 0 (any C): the second pass loads again, and dweight sums in C floats of dynamic shared memory.
- * dx_bf16, when not NULL, gets bf16(dx) as written. */
+ * dx_add = 0 starts each dx from zero instead of its old value, by the same arithmetic, so writing gives the bits
+ * adding to zeros gives. dx_bf16, when not NULL, gets bf16(dx) as written. */
 template <int VEC, int CH>
 __global__ void __launch_bounds__(kThreads)
-    rmsnorm_backward_kernel(float *dx, __nv_bfloat16 *dx_bf16, float *partial, const float *dout, const float *x,
-                            const float *weight, const float *rstd, int N, int C, int rows_per_block) {
+    rmsnorm_backward_kernel(float *dx, int dx_add, __nv_bfloat16 *dx_bf16, float *partial, const float *dout,
+                            const float *x, const float *weight, const float *rstd, int N, int C, int rows_per_block) {
     extern __shared__ float dw_smem[];
     __shared__ float red[32];
     constexpr int R = CH > 0 ? CH : 1; /* the register arrays' chunks (unused at CH = 0) */
@@ -84,7 +85,10 @@ __global__ void __launch_bounds__(kThreads)
                 if (c >= C) continue;
                 load_f32<VEC>(gv[i], g + c);
                 load_f32<VEC>(xv[i], xr + c);
-                load_f32<VEC>(dv[i], dx + base + c);
+                if (dx_add) load_f32<VEC>(dv[i], dx + base + c);
+                else
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) dv[i][k] = 0.0f;
 #pragma unroll
                 for (int k = 0; k < VEC; k++) dot += gv[i][k] * wr[i][k] * xv[i][k];
             }
@@ -118,7 +122,10 @@ __global__ void __launch_bounds__(kThreads)
                 load_f32<VEC>(gv, g + c);
                 load_f32<VEC>(xv, xr + c);
                 load_f32<VEC>(wv, weight + c);
-                load_f32<VEC>(dv, dx + base + c);
+                if (dx_add) load_f32<VEC>(dv, dx + base + c);
+                else
+#pragma unroll
+                    for (int k = 0; k < VEC; k++) dv[k] = 0.0f;
 #pragma unroll
                 for (int k = 0; k < VEC; k++) {
                     dv[k] += r * wv[k] * gv[k] - xv[k] * coef;
@@ -210,9 +217,9 @@ template <int VEC> const void *backward_kernel_for(int C, int *ch) {
 
 } // namespace
 
-extern "C" void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight, float *scratch, const float *dout,
-                                     const float *x, const float *weight, const float *rstd, int N, int C,
-                                     cudaStream_t stream) {
+extern "C" void gpu_rmsnorm_backward(float *dx, int dx_add, bf16_t *dx_bf16, float *dweight, float *scratch,
+                                     const float *dout, const float *x, const float *weight, const float *rstd, int N,
+                                     int C, cudaStream_t stream) {
     if (N <= 0 || C <= 0) return;
     int rpb, nblocks, ch;
     bwd_geometry(N, &rpb, &nblocks);
@@ -233,7 +240,7 @@ extern "C" void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight,
         cudaCheck(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
     __nv_bfloat16 *db = reinterpret_cast<__nv_bfloat16 *>(dx_bf16);
-    void *args[] = {&dx, &db, &scratch, &dout, &x, &weight, &rstd, &N, &C, &rpb};
+    void *args[] = {&dx, &dx_add, &db, &scratch, &dout, &x, &weight, &rstd, &N, &C, &rpb};
     cudaCheck(cudaLaunchKernel(fn, dim3(nblocks), dim3(kThreads), args, smem, stream));
     rmsnorm_dweight_finish_kernel<<<(C + kFinishCols - 1) / kFinishCols, kFinishCols * kFinishRuns, 0, stream>>>(
         dweight, scratch, nblocks, C);

@@ -32,7 +32,7 @@ void gpu_rmsnorm_forward(bf16_t *out, float *rstd, const float *x, const float *
  * RMSNORM_BWD_MAX_BLOCKS * C floats is always enough. */
 long gpu_rmsnorm_backward_scratch_floats(int N, int C);
 
-/* Backward. ACCUMULATES (+=) into both outputs:
+/* Backward. ACCUMULATES (+=) into dweight, and into dx if dx_add (else writes dx, the bits of adding to zeros):
  *   dx[n, c]   += r w_c g_c - x_c r^3 / C * sum_j g_j w_j x_j   (r = rstd[n], g = dout[n, :])
  *   dweight[c] += sum_n g[n, c] x[n, c] r[n]
  * dx fp32 (N, C), dweight fp32 (C); dout, x fp32 (N, C); weight fp32 (C); rstd fp32 (N) from the
@@ -45,7 +45,7 @@ long gpu_rmsnorm_backward_scratch_floats(int N, int C);
  * after the add, the bits gpu_cast_f32_to_bf16 of dx would give (the attention backward's input,
  * without a pass over dx).
  * Limit: C <= ~58000 (C floats of shared memory per block); beyond it the call stops with an error. */
-void gpu_rmsnorm_backward(float *dx, bf16_t *dx_bf16, float *dweight, float *scratch, const float *dout,
+void gpu_rmsnorm_backward(float *dx, int dx_add, bf16_t *dx_bf16, float *dweight, float *scratch, const float *dout,
                           const float *x, const float *weight, const float *rstd, int N, int C, cudaStream_t stream);
 
 #ifdef __cplusplus

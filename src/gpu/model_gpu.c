@@ -827,8 +827,8 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
                                  &w, N, s);
     }
     mark(g, STEP_DENSE, "ffn norm bwd"); /* d x_mid, and its bf16 copy for the attention's products */
-    gpu_rmsnorm_backward(g->dres, g->dres_bf16, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid, W32(o->ffn_norm),
-                         a->rstd2, N, C, s);
+    gpu_rmsnorm_backward(g->dres, 1, g->dres_bf16, G32(o->ffn_norm), g->rms_scratch, g->dln, a->x_mid,
+                         W32(o->ffn_norm), a->rstd2, N, C, s);
     /* Attention: x_mid = x + atty @ wo; dres becomes d x. */
     mark(g, STEP_ATTENTION, "o proj dgrad");
     gemm_rm(g->blas, 0, 1, N, QD, C, g->dres_bf16, GEMM_BF16, W16(o->wo), GEMM_BF16, g->datty, GEMM_BF16, 1, 0);
@@ -851,7 +851,7 @@ static void layer_backward(GpuModel *g, int l, double dloss) {
                    G32(w_off[i]), GEMM_F32, width, 1, beta);
     }
     mark(g, STEP_ATTENTION, "attn norm bwd");
-    gpu_rmsnorm_backward(g->dres, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
+    gpu_rmsnorm_backward(g->dres, 1, NULL, G32(o->attn_norm), g->rms_scratch, g->dln, a->x_in, W32(o->attn_norm),
                          a->rstd1, N, C, s);
 }
 
@@ -866,9 +866,8 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
     g->experts_sq_now = last && g->experts_sq_fused;
     *aux = g->h_scalars[1];
     cudaStream_t s = g->stream;
-    mark(g, STEP_DENSE, "final norm bwd");
-    cudaCheck(cudaMemsetAsync(g->dres, 0, sizeof(float) * (size_t)N * d->C, s));
-    gpu_rmsnorm_backward(g->dres, NULL, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final,
+    mark(g, STEP_DENSE, "final norm bwd"); /* writes dres: the residual stream's gradient starts here */
+    gpu_rmsnorm_backward(g->dres, 0, NULL, G32(g->t->final_norm), g->rms_scratch, g->dln, g->x_final,
                          W32(g->t->final_norm), g->rstdf, N, d->C, s);
     if (last) reduce_layer(g, -1, 0, g->layer_done[d->L]);
     for (int l = d->L - 1; l >= 0; l--) {

@@ -463,7 +463,7 @@ static void test_rmsnorm_backward(void) {
         float *d_r = gpu_upload(rstd, (size_t)N * 4), *d_dx = gpu_upload(dx0, (size_t)n * 4), *d_dw = gpu_upload(dw0, (size_t)C * 4);
         float *d_s = gpu_poisoned((size_t)(sfloats + 1) * 4);
         bf16_t *d_dxb = gpu_poisoned((size_t)(n + 1) * 2), *d_cast = gpu_poisoned((size_t)n * 2);
-        gpu_rmsnorm_backward(d_dx, d_dxb, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
+        gpu_rmsnorm_backward(d_dx, 1, d_dxb, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx = dl_f32(d_dx, n), *dw = dl_f32(d_dw, C);
         /* the bf16 copy: every element written, the bits of a cast of dx */
         gpu_cast_f32_to_bf16(d_cast, d_dx, n, 0);
@@ -477,7 +477,7 @@ static void test_rmsnorm_backward(void) {
         /* second run from the same prefill (scratch left dirty): bitwise */
         cudaCheck(cudaMemcpy(d_dx, dx0, (size_t)n * 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(d_dw, dw0, (size_t)C * 4, cudaMemcpyHostToDevice));
-        gpu_rmsnorm_backward(d_dx, NULL, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
+        gpu_rmsnorm_backward(d_dx, 1, NULL, d_dw, d_s, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx2 = dl_f32(d_dx, n), *dw2 = dl_f32(d_dw, C);
         CHECK_MSG(bits_equal(dx, dx2, (size_t)n * 4) && bits_equal(dw, dw2, (size_t)C * 4),
                   "rmsnorm_backward N=%d C=%d: second run (dx_bf16 = NULL) differs (dx %ld, dweight %ld elements)",
@@ -486,7 +486,7 @@ static void test_rmsnorm_backward(void) {
          * thread, so other bits), against the reference, its bf16 copy the cast of its dx */
         cudaCheck(cudaMemcpy(d_dx, dx0, (size_t)n * 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(d_dw, dw0, (size_t)C * 4, cudaMemcpyHostToDevice));
-        gpu_rmsnorm_backward(d_dx, d_dxb + 1, d_dw, d_s + 1, d_g, d_x, d_w, d_r, N, C, 0);
+        gpu_rmsnorm_backward(d_dx, 1, d_dxb + 1, d_dw, d_s + 1, d_g, d_x, d_w, d_r, N, C, 0);
         float *dx3 = dl_f32(d_dx, n), *dw3 = dl_f32(d_dw, C);
         gpu_cast_f32_to_bf16(d_cast, d_dx, n, 0);
         void *dxb3 = dl_raw(d_dxb + 1, (size_t)n * 2), *cast3 = dl_raw(d_cast, (size_t)n * 2);
@@ -494,10 +494,35 @@ static void test_rmsnorm_backward(void) {
         CHECK_MSG(e_dx3 < F32_TOL && e_dw3 < F32_TOL && bits_equal(dxb3, cast3, (size_t)n * 2),
                   "rmsnorm_backward N=%d C=%d, element-wise form: dx rel error %.3g, dweight %.3g, or dx_bf16 not "
                   "bf16(dx)", N, C, e_dx3, e_dw3);
+        /* dx written (dx_add = 0) over NaN, in both forms: every element written, the bits of adding to zeros, and
+         * the reference's dx from zeros */
+        float *dxw_ref = xmalloc((size_t)n * 4), *dw_scr = copy_f32(dw0, C);
+        memset(dxw_ref, 0, (size_t)n * 4);
+        rmsnorm_backward(dxw_ref, dw_scr, g, x, w, rstd, N, C);
+        float *dxw[2], *dxz[2];
+        for (int f = 0; f < 2; f++) {
+            bf16_t *db = f ? d_dxb + 1 : NULL;
+            float *scr = f ? d_s + 1 : d_s;
+            cudaCheck(cudaMemset(d_dx, 0, (size_t)n * 4));
+            gpu_rmsnorm_backward(d_dx, 1, db, d_dw, scr, d_g, d_x, d_w, d_r, N, C, 0);
+            dxz[f] = dl_f32(d_dx, n);
+            cudaCheck(cudaMemset(d_dx, 0xff, (size_t)n * 4));
+            gpu_rmsnorm_backward(d_dx, 0, db, d_dw, scr, d_g, d_x, d_w, d_r, N, C, 0);
+            dxw[f] = dl_f32(d_dx, n);
+            CHECK_MSG(count_nan(dxw[f], n) == 0 && bits_equal(dxw[f], dxz[f], (size_t)n * 4),
+                      "rmsnorm_backward N=%d C=%d, %s form, dx written: %ld NaN (unwritten), %ld elements differ "
+                      "from adding to zeros", N, C, f ? "element-wise" : "vector", count_nan(dxw[f], n),
+                      count_bit_mismatch_f32(dxw[f], dxz[f], n));
+            const double e_w = rel_error_f(dxw[f], dxw_ref, n);
+            CHECK_MSG(e_w < F32_TOL, "rmsnorm_backward N=%d C=%d, %s form, dx written: rel error %.3g", N, C,
+                      f ? "element-wise" : "vector", e_w);
+        }
         cudaFree(d_x), cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_dx), cudaFree(d_dw), cudaFree(d_s);
         cudaFree(d_dxb), cudaFree(d_cast);
         free(x), free(w), free(g), free(dx0), free(dw0), free(tmp), free(rstd), free(dx_ref), free(dw_ref);
         free(dx), free(dw), free(dx2), free(dw2), free(dxb), free(cast), free(dx3), free(dw3), free(dxb3), free(cast3);
+        for (int f = 0; f < 2; f++) free(dxw[f]), free(dxz[f]);
+        free(dxw_ref), free(dw_scr);
     }
 }
 
