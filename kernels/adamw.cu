@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "device_util.cuh"
+#include "master_split.cuh"
 
 namespace {
 
@@ -56,40 +57,100 @@ template <bool BF16> struct Moments {
     }
 };
 
-template <bool BF16>
-__global__ void adamw_kernel(float *params, __nv_bfloat16 *pbf, const float *grads, typename Moments<BF16>::T *m,
+/* The masters as stored: fp32 beside an optional bf16 copy (written, round to nearest even), or SPLIT, the pair of
+ * master_split.h (the bf16 weight and its remainder, read and written). */
+template <bool SPLIT> struct Masters {
+    float *w32;
+    __nv_bfloat16 *bf;
+    int16_t *lo;
+    __device__ __forceinline__ float4 load4(long gi) const {
+        if constexpr (SPLIT) {
+            const uint2 h = reinterpret_cast<const uint2 *>(bf)[gi], l = reinterpret_cast<const uint2 *>(lo)[gi];
+            return make_float4(join(h.x, l.x), join(h.x >> 16, l.x >> 16), join(h.y, l.y), join(h.y >> 16, l.y >> 16));
+        } else {
+            return reinterpret_cast<const float4 *>(w32)[gi];
+        }
+    }
+    __device__ __forceinline__ void store4(long gi, float4 w) const {
+        if constexpr (SPLIT) {
+            uint16_t h[4];
+            int16_t l[4];
+            master_split_elem(w.x, h[0], l[0]);
+            master_split_elem(w.y, h[1], l[1]);
+            master_split_elem(w.z, h[2], l[2]);
+            master_split_elem(w.w, h[3], l[3]);
+            reinterpret_cast<uint2 *>(bf)[gi] = make_uint2(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16);
+            reinterpret_cast<uint2 *>(lo)[gi] = make_uint2((uint16_t)l[0] | (uint32_t)(uint16_t)l[1] << 16,
+                                                           (uint16_t)l[2] | (uint32_t)(uint16_t)l[3] << 16);
+        } else {
+            reinterpret_cast<float4 *>(w32)[gi] = w;
+            if (bf) reinterpret_cast<uint2 *>(bf)[gi] = make_uint2(pack_bf16x2(w.x, w.y), pack_bf16x2(w.z, w.w));
+        }
+    }
+    __device__ __forceinline__ float load(long i) const {
+        if constexpr (SPLIT) return master_join_elem(__bfloat16_as_ushort(bf[i]), lo[i]);
+        else return w32[i];
+    }
+    __device__ __forceinline__ void store(long i, float w) const {
+        if constexpr (SPLIT) {
+            uint16_t h;
+            master_split_elem(w, h, lo[i]);
+            bf[i] = __ushort_as_bfloat16(h);
+        } else {
+            w32[i] = w;
+            if (bf) bf[i] = __float2bfloat16_rn(w);
+        }
+    }
+    /* the pair in the low 16 bits of two words */
+    __device__ __forceinline__ static float join(uint32_t h, uint32_t l) {
+        return master_join_elem((uint16_t)h, (int16_t)(uint16_t)l);
+    }
+};
+
+template <bool BF16, bool SPLIT>
+__global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Moments<BF16>::T *m,
                              typename Moments<BF16>::T *v, long n, AdamWConst a, int vec) {
     typedef Moments<BF16> S;
     const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
     const long groups = vec ? n / 4 : 0;
     for (long gi = tid; gi < groups; gi += stride) {
-        float4 w = reinterpret_cast<float4 *>(params)[gi];
+        float4 w = p.load4(gi);
         const float4 g = reinterpret_cast<const float4 *>(grads)[gi];
         float4 mm = S::load4(m, gi), vv = S::load4(v, gi);
         adamw_elem<BF16>(w.x, g.x, mm.x, vv.x, a);
         adamw_elem<BF16>(w.y, g.y, mm.y, vv.y, a);
         adamw_elem<BF16>(w.z, g.z, mm.z, vv.z, a);
         adamw_elem<BF16>(w.w, g.w, mm.w, vv.w, a);
-        reinterpret_cast<float4 *>(params)[gi] = w;
+        p.store4(gi, w);
         S::store4(m, gi, mm);
         S::store4(v, gi, vv);
-        if (pbf) reinterpret_cast<uint2 *>(pbf)[gi] = make_uint2(pack_bf16x2(w.x, w.y), pack_bf16x2(w.z, w.w));
     }
     for (long i = groups * 4 + tid; i < n; i += stride) {
-        float w = params[i], mm = S::load(m, i), vv = S::load(v, i);
+        float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
         adamw_elem<BF16>(w, grads[i], mm, vv, a);
-        params[i] = w;
+        p.store(i, w);
         S::store(m, i, mm);
         S::store(v, i, vv);
-        if (pbf) pbf[i] = __float2bfloat16_rn(w);
     }
+}
+
+template <bool SPLIT>
+void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int state_bf16, long n, AdamWConst a,
+                  int vec, cudaStream_t stream) {
+    const unsigned grid = grid_for(vec ? n / 4 + 4 : n, kThreads);
+    if (state_bf16)
+        adamw_kernel<true, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<__nv_bfloat16 *>(m),
+                                                                 static_cast<__nv_bfloat16 *>(v), n, a, vec);
+    else
+        adamw_kernel<false, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<float *>(m),
+                                                                  static_cast<float *>(v), n, a, vec);
 }
 
 } // namespace
 
-extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads, void *m, void *v, int state_bf16,
-                          long n, double lr, double beta1, double beta2, double eps, double weight_decay,
-                          double grad_scale, long t_step, cudaStream_t stream) {
+extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m,
+                          void *v, int state_bf16, long n, double lr, double beta1, double beta2, double eps,
+                          double weight_decay, double grad_scale, long t_step, cudaStream_t stream) {
     if (n <= 0) return;
     AdamWConst a;
     /* The same host-side conversions as adamw_step (src/optim.c). */
@@ -104,15 +165,14 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads
     a.omb1 = 1.0f - a.b1;
     a.omb2 = 1.0f - a.b2;
     const int state_align = state_bf16 ? 8 : 16;
-    const int vec = aligned(params, 16) && aligned(grads, 16) && aligned(m, state_align) && aligned(v, state_align) &&
-                    (!params_bf16 || aligned(params_bf16, 8));
-    const unsigned grid = grid_for(vec ? n / 4 + 4 : n, kThreads);
+    const int vec_rest = aligned(grads, 16) && aligned(m, state_align) && aligned(v, state_align);
     __nv_bfloat16 *pbf = reinterpret_cast<__nv_bfloat16 *>(params_bf16);
-    if (state_bf16)
-        adamw_kernel<true><<<grid, kThreads, 0, stream>>>(params, pbf, grads, static_cast<__nv_bfloat16 *>(m),
-                                                          static_cast<__nv_bfloat16 *>(v), n, a, vec);
-    else
-        adamw_kernel<false><<<grid, kThreads, 0, stream>>>(params, pbf, grads, static_cast<float *>(m),
-                                                           static_cast<float *>(v), n, a, vec);
+    if (params) {
+        const int vec = vec_rest && aligned(params, 16) && (!params_bf16 || aligned(params_bf16, 8));
+        adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, a, vec, stream);
+    } else {
+        const int vec = vec_rest && aligned(params_bf16, 8) && aligned(params_lo, 8);
+        adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, a, vec, stream);
+    }
     cudaCheckLaunch();
 }

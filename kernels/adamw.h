@@ -21,18 +21,21 @@ extern "C" {
  *     v[i] = b2 * v[i] + (1 - b2) * g * g
  *     params[i] -= lr * ((m[i] / c1) / (sqrtf(v[i] / c2) + eps) + wd * params[i])
  *     params_bf16[i] = bf16(params[i])          (skipped when params_bf16 == NULL)
+ * params NULL: the masters are the pairs (params_bf16, params_lo) of master_split.h, joined to the fp32 value before
+ * the update and split after it (the same fp32 arithmetic; params_bf16's rounding is then the pair's). Else
+ * params_lo is not read.
  * state_bf16: m and v are bf16 (n), each rounded to bf16 (nearest, ties to even) after its update and the
  * step taken with the rounded values (adamw_step with optimizer_state bf16); else fp32 (n).
  * params fp32 (n), m, v updated in place; grads fp32 (n), read only; params_bf16 bf16 (n),
  * overwritten. t_step is the 1-based step count. weight_decay: the config's value for decayed
  * tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the
  * same decay flag. n == 0 launches nothing.
- * Alignment: none required; with params, grads, fp32 m, v 16-byte aligned, bf16 m, v and params_bf16 8-byte aligned
- * the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
+ * Alignment: none required; with params, grads, fp32 m, v 16-byte aligned, bf16 m, v, params_bf16 and params_lo
+ * 8-byte aligned the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
  * otherwise 1 (same results). */
-void gpu_adamw(float *params, bf16_t *params_bf16, const float *grads, void *m, void *v, int state_bf16, long n,
-               double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale, long t_step,
-               cudaStream_t stream);
+void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m, void *v,
+               int state_bf16, long n, double lr, double beta1, double beta2, double eps, double weight_decay,
+               double grad_scale, long t_step, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

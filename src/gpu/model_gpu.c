@@ -31,6 +31,7 @@
 #include "../../kernels/reduce.h"
 #include "../../kernels/rmsnorm.h"
 #include "../../kernels/init_params.h"
+#include "../../kernels/master_split.h"
 #include "../../kernels/mok/gemm_sm90.h"
 #include "../../kernels/mok/mok.h"
 #include "../../kernels/rope.h"
@@ -83,8 +84,13 @@ struct GpuModel {
     cublasHandle_t blas;
     cudaEvent_t *layer_done;      /* [L + 2]: then the head and final norm, then the embedding */
     cudaEvent_t reduce_done;
-    /* parameters, gradients, optimizer (flat, the table's layout) */
+    /* Parameters. Their bf16 weights (params_bf16) and the gradients and moments keep the table's layout. The fp32
+     * masters: in params for the tensors the GPU also reads in fp32 (master_fp32), else as the bf16 weights and their
+     * remainders in params_lo (master_split.h: 4 bytes a parameter, not 6, and AdamW's 30 bytes 28). params and
+     * params_lo are packed: master_at[i] is tensor i's offset in its own. */
     float *params, *grads;
+    int16_t *params_lo;
+    size_t *master_at;
     void *adam_m, *adam_v; /* fp32 or bf16 (train.optimizer_state) */
     int grads_unwritten;          /* a step's first backward: it writes grad_written_first's gradients */
     int head_grad_unwritten;      /* the next pass of the head's backward writes its gradient */
@@ -147,7 +153,7 @@ static void mark(GpuModel *g, StepPart part, const char *op) {
     if (g->timing) step_timer_mark(&g->timer, part, op);
 }
 
-#define W32(off) (g->params + (off))
+#define W32(off) master32(g, off)
 #define W16(off) (g->params_bf16 + (off))
 #define G32(off) (g->grads + (off))
 
@@ -215,12 +221,49 @@ static size_t moment_bytes(const GpuModel *g) { return state_bf16(g) ? sizeof(bf
 /* Element `o` of a moment buffer. */
 static void *moment_at(const GpuModel *g, void *base, size_t o) { return (char *)base + o * moment_bytes(g); }
 
+/* The GPU reads this tensor's master in fp32 (the W32 sites): the norms, the routers and the embedding table (tied to
+ * the LM head or not). Every other tensor is read only as its bf16 weights. */
+static int master_fp32(const GpuModel *g, const ParamInfo *p) {
+    if (p->ndim == 1 || p->offset == g->t->tok_emb) return 1;
+    return p->layer >= 0 && p->offset == g->t->layers[p->layer].router;
+}
+
+/* master_at, and the elements of params (*n32) and params_lo (*nlo): each tensor at a multiple of 8 elements, so
+ * both arrays keep 16-byte alignment. */
+static void layout_masters(GpuModel *g, size_t *n32, size_t *nlo) {
+    g->master_at = callocCheck((size_t)g->t->count, sizeof(size_t));
+    *n32 = *nlo = 0;
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        size_t *end = master_fp32(g, p) ? n32 : nlo;
+        g->master_at[i] = *end;
+        *end += (p->numel + 7) / 8 * 8;
+    }
+}
+
+/* The fp32 master of the tensor at offset `off`, a master_fp32 one. */
+static float *master32(const GpuModel *g, size_t off) {
+    int lo = 0, hi = g->t->count - 1; /* the table's offsets increase */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (g->t->items[mid].offset <= off) lo = mid;
+        else hi = mid - 1;
+    }
+    const ParamInfo *p = &g->t->items[lo];
+    if (p->offset != off || !master_fp32(g, p))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "master32: no fp32 master at offset %zu (internal)", off);
+    return g->params + g->master_at[lo];
+}
+
 static void plan_model(GpuModel *g) {
     const ModelDims *d = g->d;
     size_t P = g->t->total, N = (size_t)g->N, C = (size_t)d->C, V = (size_t)d->V;
     size_t QD = (size_t)d->Hq * d->D, KD = (size_t)d->Hkv * d->D, I = (size_t)(d->I > 0 ? d->I : 1);
+    size_t n32, nlo;
+    layout_masters(g, &n32, &nlo);
     memory_plan_init(&g->plan);
-    PLAN("params", MEM_PARAMS, P, float, &g->params);
+    PLAN("params", MEM_PARAMS, n32, float, &g->params);
+    PLAN("params_lo", MEM_PARAMS, nlo, int16_t, &g->params_lo);
     PLAN("params_bf16", MEM_PARAMS, P, bf16_t, &g->params_bf16);
     PLAN("wqkv_bf16", MEM_PARAMS, (size_t)d->L * C * (QD + 2 * KD), bf16_t, &g->wqkv_bf16);
     PLAN("expert_bias", MEM_PARAMS, (size_t)d->L * (d->E > 0 ? d->E : 1), float, &g->expert_bias);
@@ -373,6 +416,7 @@ void gpu_model_destroy(GpuModel *g) {
     int *pinned[] = {g->h_tokens, g->h_targets, g->h_emb_plan};
     for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) cudaFreeHost(pinned[i]);
     free(g->layers);
+    free(g->master_at);
     free(g);
 }
 
@@ -421,16 +465,45 @@ static void qkv_weights_copy(GpuModel *g) {
     }
 }
 
+/* The masters and bf16 weights from fp32 values in the gradient buffer (the table's layout; free between steps). */
+static void masters_from_grads(GpuModel *g) {
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        const float *x = g->grads + p->offset;
+        bf16_t *w16 = g->params_bf16 + p->offset;
+        if (master_fp32(g, p)) {
+            float *w = g->params + g->master_at[i];
+            cudaCheck(cudaMemcpyAsync(w, x, p->numel * sizeof(float), cudaMemcpyDeviceToDevice, g->stream));
+            gpu_cast_f32_to_bf16(w16, w, (long)p->numel, g->stream);
+        } else {
+            gpu_master_split(w16, g->params_lo + g->master_at[i], x, (long)p->numel, g->stream);
+        }
+    }
+    qkv_weights_copy(g);
+}
+
+/* The fp32 masters into the gradient buffer (the table's layout), the way back. */
+static void masters_to_grads(GpuModel *g) {
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        float *x = g->grads + p->offset;
+        if (master_fp32(g, p))
+            cudaCheck(cudaMemcpyAsync(x, g->params + g->master_at[i], p->numel * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, g->stream));
+        else
+            gpu_master_join(x, g->params_bf16 + p->offset, g->params_lo + g->master_at[i], (long)p->numel, g->stream);
+    }
+}
+
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v) {
     size_t bytes = g->t->total * sizeof(float);
     /* on the model's stream: a cudaMemcpy from pageable memory may return before its data has
      * landed, and the legacy stream it runs on does not order the non-blocking g->stream, so the
-     * cast below could read parameters still in flight (gpu_model's tied case, 1 run in 6) */
-    cudaCheck(cudaMemcpyAsync(g->params, params, bytes, cudaMemcpyHostToDevice, g->stream));
-    if (m) upload_moment(g, g->adam_m, m);
+     * split below could read parameters still in flight (gpu_model's tied case, 1 run in 6) */
+    cudaCheck(cudaMemcpyAsync(g->grads, params, bytes, cudaMemcpyHostToDevice, g->stream));
+    masters_from_grads(g);
+    if (m) upload_moment(g, g->adam_m, m); /* after: bf16 moments pass through the gradient buffer too */
     if (v) upload_moment(g, g->adam_v, v);
-    gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
-    qkv_weights_copy(g);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
@@ -438,7 +511,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         const ParamInit in = model_param_init(p, g->d);
-        float *w = g->params + p->offset;
+        float *w = g->grads + p->offset; /* masters_from_grads takes them from there */
         if (in.ones) {
             gpu_init_ones(w, p->numel, g->stream);
             continue;
@@ -450,15 +523,16 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
     const size_t bytes = g->t->total * moment_bytes(g);
     cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
     cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
-    gpu_cast_f32_to_bf16(g->params_bf16, g->params, (long)g->t->total, g->stream);
-    qkv_weights_copy(g);
+    masters_from_grads(g);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
     size_t bytes = g->t->total * sizeof(float);
     cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(params, g->params, bytes, cudaMemcpyDeviceToHost));
+    masters_to_grads(g);
+    cudaCheck(cudaMemcpyAsync(params, g->grads, bytes, cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
     if (m) download_moment(g, m, g->adam_m);
     if (v) download_moment(g, v, g->adam_v);
 }
@@ -919,10 +993,11 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "adamw");
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
-        size_t o = p->offset;
-        gpu_adamw(g->params + o, g->params_bf16 + o, g->grads + o, moment_at(g, g->adam_m, o),
-                  moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel, lr, tc->beta1, tc->beta2, tc->eps,
-                  p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
+        const size_t o = p->offset, at = g->master_at[i];
+        const int fp32 = master_fp32(g, p);
+        gpu_adamw(fp32 ? g->params + at : NULL, g->params_bf16 + o, fp32 ? NULL : g->params_lo + at, g->grads + o,
+                  moment_at(g, g->adam_m, o), moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel, lr, tc->beta1,
+                  tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
     }
     qkv_weights_copy(g);
     step_timer_end(&g->timer);

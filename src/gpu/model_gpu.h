@@ -1,8 +1,8 @@
 /*
- * The whole model on the GPU: parameters (fp32 masters and their bf16 copies), gradients and AdamW
- * moments in the parameter table's flat layout, activations from one memory plan, and the forward
- * and backward of a micro-batch composed from the kernels (kernels/), cuBLAS (gpu/gemm.h) and
- * the MoE layer: unfused (gpu/moe_unfused.h), or the megakernel, forward and backward (gpu/moe_mok.h).
+ * The whole model on the GPU: parameters (bf16 weights and fp32 masters, most of these split into the bf16 weights
+ * and 16-bit remainders), gradients and AdamW moments in the parameter table's flat layout, activations from one
+ * memory plan, and the forward and backward of a micro-batch composed from the kernels (kernels/), cuBLAS
+ * (gpu/gemm.h) and the MoE layer: unfused (gpu/moe_unfused.h), or the megakernel, forward and backward (gpu/moe_mok.h).
  * Gradients are summed over the ranks by NCCL on a second stream, one layer at a time as the backward
  * finishes it, overlapped with the layers still to go.
  * Same function as the CPU reference (src/cpu/model_cpu.h) with the numerics of DESIGN.md.
@@ -36,9 +36,11 @@ void gpu_model_destroy(GpuModel *g);
 void gpu_model_print_plan(const GpuModel *g);
 
 /* Host <-> device copies of the optimizer state (fresh start, checkpoints and resume). m and v
- * may be NULL (left as they are). The bf16 copies follow the parameters. The host's moments are
- * fp32; with train.optimizer_state bf16 they are rounded on the way in (exactly, for a bf16 run's)
- * and widened on the way out, through the gradient buffer, whose contents are then lost. */
+ * may be NULL (left as they are). The bf16 weights follow the parameters. The host's parameters and moments are
+ * fp32; the GPU keeps most masters split (the bf16 weights and a 16-bit remainder, master_split.h: exact, their bf16
+ * weights rounded ties away from zero), and with train.optimizer_state bf16 the moments are rounded on the way in
+ * (exactly, for a bf16 run's) and widened on the way out: all through the gradient buffer, whose contents are then
+ * lost (so between steps only). */
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v);
 /* A fresh start on the GPU: the parameters model_init_params would make from seed (init_params.h
  * says how close), AdamW moments zero. Seconds for a 10 G-parameter model, where the host, under
@@ -60,7 +62,7 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
 void gpu_model_zero_grads(GpuModel *g);
 /* The fp32 gradients to the host (tests, diagnostics). */
 void gpu_model_download_grads(GpuModel *g, float *grads);
-/* The parameters' bf16 copies (their bits), which the GEMMs read, to the host (tests). */
+/* The parameters' bf16 weights (their bits), which the GEMMs read, to the host (tests). */
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16);
 /* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients
  * (those gpu_model_zero_grads left: writing, in the first micro-batch after it)

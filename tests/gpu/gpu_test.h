@@ -55,6 +55,14 @@ static inline float host_from_bf16(bf16_t b) {
     return f;
 }
 static inline float host_bf16_round(float f) { return host_from_bf16(host_to_bf16(f)); }
+/* Round to nearest, ties away from zero (the bf16 half of a split master, master_split.h; NaN: quiet, f's sign). */
+static inline bf16_t host_to_bf16_ties_away(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u, mag = u & 0x7fffffffu;
+    if (mag > 0x7f800000u) return (bf16_t)(sign | 0x7fc0u);
+    return (bf16_t)(sign | ((mag + 0x8000u) >> 16));
+}
 
 /* n random values in [-a, a) on the host (the caller frees), rounded to bf16 when round. */
 static inline float *gpu_rand_array(long n, float a, int round) {

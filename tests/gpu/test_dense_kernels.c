@@ -18,6 +18,7 @@
 #include "../../kernels/copy_rows.h"
 #include "../../kernels/cross_entropy.h"
 #include "../../kernels/embedding.h"
+#include "../../kernels/master_split.h"
 #include "../../kernels/reduce.h"
 #include "../../kernels/rmsnorm.h"
 #include "../../kernels/rope.h"
@@ -172,6 +173,75 @@ static void test_cast_exact(void) {
             gpu_free_shifted(db, 2, shift);
             gpu_free_shifted(df, 4, shift);
             free(x), free(hb), free(ref), free(hf);
+        }
+}
+
+/* ================================================================================================
+ * master_split.h */
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* split then join gives every non-NaN fp32 back bit for bit; the bf16 half is the ties-away rounding, which differs
+ * from the cast's ties-to-even only at ties above an even bf16; every element written (two poisons agree); the
+ * 16-byte path and the element path (shift 1). */
+static void test_master_split(void) {
+    if (!gpu_test_begin()) return;
+    const long sizes[] = {1, 7, 8, 257, 4099, (1 << 16) + 5};
+    const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x00000001u, 0x8000ffffu,
+                                 0x7f7fffffu, 0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f807fffu, 0x3f808001u,
+                                 0x3fffffffu, 0x3fff8000u, 0x7fc00000u, 0xffc12345u, 0x00008000u, 0x00018000u};
+    const long nspec = (long)(sizeof specials / sizeof specials[0]);
+    for (int si = 0; si < (int)(sizeof sizes / sizeof sizes[0]); si++)
+        for (int shift = 0; shift < 2; shift++) {
+            const long n = sizes[si];
+            rng_seed(150 + si * 2 + shift);
+            float *x = rand_f32(n, -8, 8);
+            for (long i = 0; i < n; i++)
+                if (i < nspec) x[i] = from_bits(specials[i]);
+                else if (i % 3 == 0) x[i] = from_bits((uint32_t)(rng_next() >> 32)); /* any bits, NaNs too */
+            float *dx = upload_shifted(x, (size_t)n * 4, 4, shift);
+            bf16_t *dh = poisoned_shifted((size_t)n * 2, 2, shift);
+            int16_t *dl = poisoned_shifted((size_t)n * 2, 2, shift);
+            gpu_master_split(dh, dl, dx, n, 0);
+            bf16_t *h = dl_raw(dh, (size_t)n * 2);
+            int16_t *l = dl_raw(dl, (size_t)n * 2);
+            cudaCheck(cudaMemset(dh, 0, (size_t)n * 2));
+            cudaCheck(cudaMemset(dl, 0, (size_t)n * 2));
+            gpu_master_split(dh, dl, dx, n, 0);
+            bf16_t *h0 = dl_raw(dh, (size_t)n * 2);
+            int16_t *l0 = dl_raw(dl, (size_t)n * 2);
+            CHECK_MSG(bits_equal(h, h0, (size_t)n * 2) && bits_equal(l, l0, (size_t)n * 2),
+                      "master_split n=%ld shift=%d: elements left unwritten (over 0xff and over 0 differ)", n, shift);
+            float *dy = poisoned_shifted((size_t)n * 4, 4, shift);
+            gpu_master_join(dy, dh, dl, n, 0);
+            float *y = dl_f32(dy, n);
+            long bad_hi = 0, bad_back = 0, bad_nan = 0, bad_even = 0, first = -1;
+            for (long i = 0; i < n; i++) {
+                if (isnan(x[i])) {
+                    bad_nan += !isnan(y[i]) || (h[i] & 0x7fffu) != 0x7fc0u;
+                    continue;
+                }
+                uint32_t u;
+                memcpy(&u, &x[i], 4);
+                const int wrong = h[i] != host_to_bf16_ties_away(x[i]) || memcmp(&x[i], &y[i], 4) != 0;
+                bad_hi += h[i] != host_to_bf16_ties_away(x[i]);
+                bad_back += memcmp(&x[i], &y[i], 4) != 0;
+                bad_even += h[i] != host_to_bf16(x[i]) && !((u & 0xffffu) == 0x8000u && (host_to_bf16(x[i]) & 1u) == 0);
+                if (wrong && first < 0) first = i;
+            }
+            CHECK_MSG(bad_hi + bad_back + bad_nan + bad_even == 0,
+                      "master_split/join n=%ld shift=%d: %ld bf16 halves not the ties-away rounding, %ld values not "
+                      "joined back bit for bit, %ld NaNs not kept, %ld halves off the cast away from even ties "
+                      "(first: x bits 0x%08x, hi 0x%04x, lo %d, joined 0x%08x)", n, shift, bad_hi, bad_back, bad_nan,
+                      bad_even, first >= 0 ? *(uint32_t *)&x[first] : 0u, first >= 0 ? (unsigned)h[first] : 0u,
+                      first >= 0 ? (int)l[first] : 0, first >= 0 ? *(uint32_t *)&y[first] : 0u);
+            gpu_free_shifted(dx, 4, shift), gpu_free_shifted(dy, 4, shift);
+            gpu_free_shifted(dh, 2, shift), gpu_free_shifted(dl, 2, shift);
+            free(x), free(h), free(l), free(h0), free(l0), free(y);
         }
 }
 
@@ -844,7 +914,7 @@ static void adamw_case(int bf16) {
         adamw_step(w, grads[step], m, v, &pt, &tc, lrs[step], gss[step], step + 1);
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(d_w + o, d_b + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
+            gpu_adamw(d_w + o, d_b + o, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
                       (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
@@ -879,7 +949,7 @@ static void adamw_case(int bf16) {
         cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(d_w + o, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
+            gpu_adamw(d_w + o, NULL, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
                       (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
@@ -888,9 +958,48 @@ static void adamw_case(int bf16) {
     CHECK_MSG(bits_equal(gw, gw2, (size_t)n * 4) && bits_equal(gm, gm2, (size_t)n * 4) && bits_equal(gv, gv2, (size_t)n * 4),
               "adamw, %s: second run differs (params %ld, m %ld, v %ld)", kind, count_bit_mismatch_f32(gw, gw2, n),
               count_bit_mismatch_f32(gm, gm2, n), count_bit_mismatch_f32(gv, gv2, n));
-    cudaFree(d_w), cudaFree(d_m), cudaFree(d_v), cudaFree(d_b), cudaFree(d_g);
+    /* the masters as pairs (master_split.h) from split(w0), the same three steps: joined, the fp32 run's bits; each
+     * bf16 half the ties-away rounding of them; the moments the fp32 run's; nothing outside the ranges written */
+    cudaFree(d_m), cudaFree(d_v);
+    d_m = upload_moment(m0, n, bf16), d_v = upload_moment(v0, n, bf16);
+    cudaCheck(cudaMemcpy(d_w, w0, (size_t)n * 4, cudaMemcpyHostToDevice));
+    bf16_t *d_h = gpu_poisoned((size_t)n * 2);
+    int16_t *d_l = gpu_poisoned((size_t)n * 2);
+    for (int i = 0; i < pt.count; i++)
+        gpu_master_split(d_h + items[i].offset, d_l + items[i].offset, d_w + items[i].offset, (long)items[i].numel, 0);
+    for (int step = 0; step < 3; step++) {
+        cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
+        for (int i = 0; i < pt.count; i++) {
+            size_t o = items[i].offset;
+            gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
+                      (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
+        }
+    }
+    for (int i = 0; i < pt.count; i++)
+        gpu_master_join(d_w + items[i].offset, d_h + items[i].offset, d_l + items[i].offset, (long)items[i].numel, 0);
+    float *sw = dl_f32(d_w, n), *sm = download_moment(d_m, n, bf16), *sv = download_moment(d_v, n, bf16);
+    bf16_t *sh = dl_raw(d_h, (size_t)n * 2);
+    long split_bad = 0, split_hi = 0, split_gap = 0;
+    for (long j = 0; j < n; j++) {
+        int in = 0;
+        for (int i = 0; i < pt.count; i++)
+            in |= (size_t)j >= items[i].offset && (size_t)j < items[i].offset + items[i].numel;
+        if (in)
+            split_bad += memcmp(&sw[j], &gw[j], 4) != 0 || memcmp(&sm[j], &gm[j], 4) != 0 ||
+                         memcmp(&sv[j], &gv[j], 4) != 0,
+                split_hi += sh[j] != host_to_bf16_ties_away(gw[j]);
+        else
+            split_gap += sh[j] != 0xffff || memcmp(&sw[j], &w0[j], 4) != 0;
+    }
+    CHECK_MSG(split_bad + split_hi + split_gap == 0,
+              "adamw on split masters, %s: %ld elements differ from the fp32 masters' run (params, m or v), %ld bf16 "
+              "halves are not the ties-away rounding, %ld elements outside the ranges written", kind, split_bad,
+              split_hi, split_gap);
+    cudaFree(d_w), cudaFree(d_m), cudaFree(d_v), cudaFree(d_b), cudaFree(d_g), cudaFree(d_h), cudaFree(d_l);
     for (int s = 0; s < 3; s++) free(grads[s]);
     free(w0), free(m0), free(v0), free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gb), free(gw2), free(gm2), free(gv2);
+    free(sw), free(sm), free(sv), free(sh);
 }
 
 static void test_adamw(void) {
@@ -989,6 +1098,7 @@ static void test_reduce_ranges_and_sum(void) {
 }
 
 TEST_SUITE(gpu_cast, TEST_CASE(test_cast_exact));
+TEST_SUITE(gpu_master_split, TEST_CASE(test_master_split));
 TEST_SUITE(gpu_copy_rows, TEST_CASE(test_copy_rows));
 TEST_SUITE(gpu_embedding, TEST_CASE(test_embedding_buckets), TEST_CASE(test_embedding_bwd_plan),
            TEST_CASE(test_embedding_ids_union), TEST_CASE(test_embedding_put_rows),
