@@ -29,7 +29,7 @@ template <> struct Vec<1> {
 };
 
 /* One item = VEC channels of one row; items = N * (C / VEC). Row n of `rows` and row ids[n] of `table`: PUT copies
- * the former into the latter, else the latter into the former. */
+ * the former into the latter (zeros where rows is NULL), else the latter into the former. */
 template <int VEC, bool PUT>
 __global__ void embedding_rows_kernel(float *rows, const int *ids, float *table, int N, int C) {
     typedef typename Vec<VEC>::T T;
@@ -37,10 +37,10 @@ __global__ void embedding_rows_kernel(float *rows, const int *ids, float *table,
     const long stride = (long)gridDim.x * blockDim.x;
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < items; i += stride) {
         long n = i / cv, c = i - n * cv;
-        T *r = reinterpret_cast<T *>(rows) + n * cv + c;
         T *t = reinterpret_cast<T *>(table) + (long)ids[n] * cv + c;
-        if (PUT) *t = *r;
-        else *r = *t;
+        if (PUT && !rows) *t = T();
+        else if (PUT) *t = reinterpret_cast<T *>(rows)[n * cv + c];
+        else reinterpret_cast<T *>(rows)[n * cv + c] = *t;
     }
 }
 

@@ -32,9 +32,9 @@ extern "C" {
  * tokens int32 (N), device. Bitwise exact copy. N == 0 or C == 0 launches nothing. */
 void gpu_embedding_forward(float *out, const int *tokens, const float *table, int N, int C, cudaStream_t stream);
 
-/* table[ids[i], :] = rows[i, :] for i < n: a gathered copy (gpu_embedding_forward with the ids as tokens) put back.
- * table fp32 (V, C); rows fp32 (n, C); ids int32 (n), device, distinct (a row written twice would keep either).
- * Bitwise exact; other rows untouched. n == 0 or C == 0 launches nothing. */
+/* table[ids[i], :] = rows[i, :] for i < n: a gathered copy (gpu_embedding_forward with the ids as tokens) put back;
+ * rows NULL: zeros. table fp32 (V, C); rows fp32 (n, C); ids int32 (n), device, distinct (a row written twice would
+ * keep either). Bitwise exact; other rows untouched. n == 0 or C == 0 launches nothing. */
 void gpu_embedding_put_rows(float *table, const float *rows, const int *ids, int n, int C, cudaStream_t stream);
 
 #define EMBEDDING_BWD_MAX_RUN 32 /* positions a run the kernels hold in registers: the most plan.run may be */

@@ -50,6 +50,26 @@ template <bool SQUARE> void launch_partials(double *partials, const float *x, lo
     cudaCheckLaunch();
 }
 
+/* Block b: the squares of the rows rows[r] of table, r in [b * chunk, min(n, (b + 1) * chunk)), in that order. */
+template <int VEC>
+__global__ void __launch_bounds__(kPartialThreads)
+    rows_sumsq_kernel(double *partials, const float *table, const int *rows, int n, int C, int chunk) {
+    __shared__ double red[32];
+    const int r0 = blockIdx.x * chunk, r1 = r0 + chunk < n ? r0 + chunk : n;
+    double s = 0.0;
+    for (int r = r0; r < r1; r++) {
+        const float *row = table + (long)rows[r] * C;
+        for (int c = threadIdx.x * VEC; c < C; c += blockDim.x * VEC) {
+            float v[VEC];
+            load_f32<VEC>(v, row + c);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) s += term<true>(v[k]);
+        }
+    }
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kSumThreads) sum_kernel(double *out, const T *x, long n, int accumulate) {
     __shared__ double red[32];
@@ -92,6 +112,17 @@ __global__ void __launch_bounds__(kPartsThreads)
 
 extern "C" void gpu_sumsq_partials(double *partials, const float *x, long n, cudaStream_t stream) {
     launch_partials<true>(partials, x, n, stream);
+}
+
+extern "C" void gpu_sumsq_rows_partials(double *partials, const float *table, const int *rows, int n, int C,
+                                        cudaStream_t stream) {
+    if (n < 0) n = 0;
+    const int chunk = (n + REDUCE_PARTIALS - 1) / REDUCE_PARTIALS;
+    if (C % 4 == 0 && aligned16(table))
+        rows_sumsq_kernel<4><<<REDUCE_PARTIALS, kPartialThreads, 0, stream>>>(partials, table, rows, n, C, chunk);
+    else
+        rows_sumsq_kernel<1><<<REDUCE_PARTIALS, kPartialThreads, 0, stream>>>(partials, table, rows, n, C, chunk);
+    cudaCheckLaunch();
 }
 
 extern "C" void gpu_sum_f32_partials(double *partials, const float *x, long n, cudaStream_t stream) {

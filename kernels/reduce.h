@@ -31,6 +31,11 @@ extern "C" {
  * REDUCE_PARTIALS doubles; x fp32 (n), device. n == 0 (x may be NULL) writes zeros. */
 void gpu_sumsq_partials(double *partials, const float *x, long n, cudaStream_t stream);
 
+/* The squares of some rows of a (V, C) table, the rest being zero (the embedding table's gradient): partials[b] = the
+ * sum of table[rows[r], c]^2 over c < C and the b-th of REDUCE_PARTIALS contiguous slices of r < n, each row's
+ * squares in a fixed order. Overwrites exactly REDUCE_PARTIALS doubles; rows int32 (n), device. n == 0 writes zeros. */
+void gpu_sumsq_rows_partials(double *partials, const float *table, const int *rows, int n, int C, cudaStream_t stream);
+
 /* The same with x[i] for x[i]^2: REDUCE_PARTIALS slices' sums of x (the gradient norm's squares that the MoE
  * layers leave, mok_expert_sq_floats: a million floats at mokc-small's sizes, 0.4 ms by gpu_sum_f32's one block). */
 void gpu_sum_f32_partials(double *partials, const float *x, long n, cudaStream_t stream);

@@ -111,11 +111,12 @@ struct GpuModel {
      * stream, so the next micro-batch may rewrite them while this one's backward runs */
     int *h_tokens, *h_targets, *h_emb_plan;
     EmbeddingBwdPlan emb; /* this micro-batch's embedding backward (its ints: h_emb_plan, emb_plan) */
-    /* the embedding gradient's rows that are summed over the ranks (reduce_embedding; none on one rank or with the
-     * table tied to the LM head): the ids this step touched here (bitmap), then on any rank (increasing; the pinned
-     * host list and its device copy), and those rows gathered emb_pack_rows at a time */
+    /* the rows of an embedding table untied from the LM head whose gradient a step leaves nonzero (reduce_embedding):
+     * the ids this step touched here (bitmap), then on any rank (increasing; the pinned host list and its device
+     * copy, emb_grad_rows of them: -1 before the first step and after the gradient buffer held staging), and on
+     * several ranks those rows gathered emb_pack_rows at a time to be summed */
     uint64_t *emb_seen;
-    int *h_emb_rows, *emb_rows, emb_pack_rows;
+    int *h_emb_rows, *emb_rows, emb_grad_rows, emb_pack_rows;
     float *emb_pack;
     float *emb_runs; /* the embedding backward's run sums (gpu_embedding_backward's scratch) */
     /* activations */
@@ -274,7 +275,7 @@ static void plan_model(GpuModel *g) {
     PLAN("targets", MEM_ACTIVATIONS, N, int, &g->targets);
     PLAN("emb_plan", MEM_ACTIVATIONS, embedding_bwd_plan_ints(g->N), int, &g->emb_plan);
     PLAN("emb_runs", MEM_WORKSPACE, embedding_bwd_scratch_floats(g->N, d->C), float, &g->emb_runs);
-    PLAN("emb_rows", MEM_WORKSPACE, g->emb_pack_rows ? V : 0, int, &g->emb_rows);
+    PLAN("emb_rows", MEM_WORKSPACE, g->emb_seen ? V : 0, int, &g->emb_rows);
     PLAN("emb_pack", MEM_WORKSPACE, (size_t)g->emb_pack_rows * C, float, &g->emb_pack);
     for (int l = 0; l < d->L; l++) plan_layer(g, l);
     PLAN("x_final", MEM_ACTIVATIONS, N * C, float, &g->x_final);
@@ -361,11 +362,14 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     cudaCheck(cudaMallocHost((void **)&g->h_targets, sizeof(int) * (size_t)g->N));
     cudaCheck(cudaMallocHost((void **)&g->h_emb_plan, sizeof(int) * (size_t)embedding_bwd_plan_ints(g->N)));
     cudaCheck(cudaMallocHost((void **)&g->h_scalars, 4 * sizeof(double)));
-    if (dist->world > 1 && t->lm_head != t->tok_emb) {
-        const size_t rows = EMB_PACK_BYTES / ((size_t)d->C * sizeof(float));
-        g->emb_pack_rows = rows < 1 ? 1 : rows > (size_t)d->V ? d->V : (int)rows;
+    g->emb_grad_rows = -1;
+    if (t->lm_head != t->tok_emb) {
         g->emb_seen = callocCheck((size_t)embedding_ids_words(d->V), sizeof(uint64_t));
         cudaCheck(cudaMallocHost((void **)&g->h_emb_rows, sizeof(int) * (size_t)d->V));
+    }
+    if (dist->world > 1 && g->emb_seen) {
+        const size_t rows = EMB_PACK_BYTES / ((size_t)d->C * sizeof(float));
+        g->emb_pack_rows = rows < 1 ? 1 : rows > (size_t)d->V ? d->V : (int)rows;
     }
     plan_model(g);
     memory_plan_allocate(&g->plan);
@@ -501,6 +505,7 @@ void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, co
      * landed, and the legacy stream it runs on does not order the non-blocking g->stream, so the
      * split below could read parameters still in flight (gpu_model's tied case, 1 run in 6) */
     cudaCheck(cudaMemcpyAsync(g->grads, params, bytes, cudaMemcpyHostToDevice, g->stream));
+    g->emb_grad_rows = -1; /* the gradient buffer holds staging: the next zero_grads clears all of it */
     masters_from_grads(g);
     if (m) upload_moment(g, g->adam_m, m); /* after: bf16 moments pass through the gradient buffer too */
     if (v) upload_moment(g, g->adam_v, v);
@@ -511,7 +516,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         const ParamInit in = model_param_init(p, g->d);
-        float *w = g->grads + p->offset; /* masters_from_grads takes them from there */
+        float *w = g->grads + p->offset; /* masters_from_grads takes them from there (as upload: staging) */
         if (in.ones) {
             gpu_init_ones(w, p->numel, g->stream);
             continue;
@@ -520,6 +525,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
             gpu_init_normal(w + (size_t)b * in.per_block, in.per_block, model_init_block_state(p, g->d, seed, b),
                             in.std, g->stream);
     }
+    g->emb_grad_rows = -1;
     const size_t bytes = g->t->total * moment_bytes(g);
     cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
     cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
@@ -530,6 +536,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
     size_t bytes = g->t->total * sizeof(float);
     cudaCheck(cudaDeviceSynchronize());
+    g->emb_grad_rows = -1;
     masters_to_grads(g);
     cudaCheck(cudaMemcpyAsync(params, g->grads, bytes, cudaMemcpyDeviceToHost, g->stream));
     cudaCheck(cudaStreamSynchronize(g->stream));
@@ -578,18 +585,31 @@ static int grad_written_first(const GpuModel *g, const ParamInfo *p) {
 /* The weight-gradient GEMMs' beta: write at a step's first backward, add after it. */
 static float grad_beta(int unwritten) { return unwritten ? 0.0f : 1.0f; }
 
+/* `waiter` runs what it is given next only after what `producer` has been given so far (through `ev`). */
+static void stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEvent_t ev) {
+    cudaCheck(cudaEventRecord(ev, producer));
+    cudaCheck(cudaStreamWaitEvent(waiter, ev, 0));
+}
+
 void gpu_model_zero_grads(GpuModel *g) {
     step_timer_restart(&g->timer); /* a step starts here */
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "zero grads");
-    /* runs of tensors in offset order, cut at those the first backward writes */
+    /* runs of tensors in offset order, cut at those the first backward writes, and at an embedding table of which
+     * the last step left only the listed rows nonzero */
+    const int rows = g->emb_grad_rows;
     size_t start = 0;
     for (int i = 0; i <= g->t->count; i++) {
         const ParamInfo *p = i < g->t->count ? &g->t->items[i] : NULL;
         const size_t end = p ? p->offset : g->t->total;
-        if (p && !grad_written_first(g, p)) continue;
+        if (p && !grad_written_first(g, p) && !(rows >= 0 && p->offset == g->t->tok_emb)) continue;
         if (end > start) cudaCheck(cudaMemsetAsync(g->grads + start, 0, (end - start) * sizeof(float), g->stream));
         if (p) start = p->offset + p->numel;
     }
+    if (rows >= 0) { /* 1.2 GB less at mokc-small's sizes; the list's copy and the norm's read of the rows done first */
+        stream_after(g->stream, g->comm_stream, g->reduce_done);
+        gpu_embedding_put_rows(G32(g->t->tok_emb), NULL, g->emb_rows, rows, g->d->C, g->stream);
+    }
+    g->emb_grad_rows = -1;
     g->grads_unwritten = 1;
     g->head_grad_unwritten = 1;
     g->norm_queued = 0;
@@ -780,12 +800,6 @@ double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets) {
 
 /* ---------- backward ---------- */
 
-/* `waiter` runs what it is given next only after what `producer` has been given so far (through `ev`). */
-static void stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEvent_t ev) {
-    cudaCheck(cudaEventRecord(ev, producer));
-    cudaCheck(cudaStreamWaitEvent(waiter, ev, 0));
-}
-
 /* The communicator that sums a tensor's gradient over the ranks (reduce_layer), NULL for none. */
 static ncclComm_t grad_comm(const GpuModel *g, const ParamInfo *p) {
     return g->comms->world ? (p->kind == PARAM_EXPERT ? g->comms->dp : g->comms->world) : NULL;
@@ -812,8 +826,12 @@ static void norm_partials(GpuModel *g, int layer, int embedding) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         if (!in_part(g, p, layer, embedding) || (p->kind == PARAM_EXPERT && g->experts_sq_fused)) continue;
-        gpu_sumsq_partials(g->partials + (size_t)norm_slot(g->t, i) * REDUCE_PARTIALS, g->grads + p->offset,
-                           (long)p->numel, g->comm_stream);
+        double *slot = g->partials + (size_t)norm_slot(g->t, i) * REDUCE_PARTIALS;
+        if (p->offset == g->t->tok_emb && g->emb_seen) /* the rows reduce_embedding listed; the rest are zero */
+            gpu_sumsq_rows_partials(slot, g->grads + p->offset, g->emb_rows, g->emb_grad_rows, g->d->C,
+                                    g->comm_stream);
+        else
+            gpu_sumsq_partials(slot, g->grads + p->offset, (long)p->numel, g->comm_stream);
     }
 }
 
@@ -843,30 +861,34 @@ static void reduce_layer(GpuModel *g, int layer, int embedding, cudaEvent_t read
     norm_partials(g, layer, embedding);
 }
 
-/* Sums the embedding table's gradient over the ranks after the backward. Untied from the LM head, its rows are
- * nonzero only for the ids that this step's tokens used on some rank (its rows start at zero each step): those rows
- * alone are gathered, summed and put back, emb_pack_rows at a time, and every other row is zero on every rank, as the
- * sum would leave it. The table's whole gradient (1.2 GB at mokc-small's sizes) came after the last layer's backward,
- * with nothing left to hide it; the rows are ~100 of 151 936 on byte-level ids. */
+/* The embedding table's gradient after the backward. Untied from the LM head, its rows are nonzero only for the ids
+ * that this step's tokens used on some rank (its rows start at zero each step): on several ranks those rows alone
+ * are gathered, summed and put back, emb_pack_rows at a time, and every other row is zero on every rank, as the sum
+ * would leave it; on any number of ranks the norm reads those rows alone, and the next step's zero_grads zeroes them
+ * alone. The table's whole gradient (1.2 GB at mokc-small's sizes) came after the last layer's backward, with
+ * nothing left to hide it; the rows are ~100 of 151 936 on byte-level ids. */
 static void reduce_embedding(GpuModel *g, cudaEvent_t ready) {
     if (!g->emb_seen) {
         reduce_layer(g, -1, 1, ready);
         return;
     }
     const int V = g->d->V, C = g->d->C;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g->emb_seen, embedding_ids_words(V), MPI_UINT64_T, MPI_BOR, MPI_COMM_WORLD));
+    if (g->dist->world > 1)
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g->emb_seen, embedding_ids_words(V), MPI_UINT64_T, MPI_BOR,
+                               MPI_COMM_WORLD));
     const int n = embedding_ids_list(g->emb_seen, V, g->h_emb_rows);
     stream_after(g->comm_stream, g->stream, ready);
     cudaCheck(cudaMemcpyAsync(g->emb_rows, g->h_emb_rows, sizeof(int) * (size_t)n, cudaMemcpyHostToDevice,
                               g->comm_stream));
     float *table = G32(g->t->tok_emb);
-    for (int i = 0; i < n; i += g->emb_pack_rows) {
+    for (int i = 0; g->emb_pack_rows && i < n; i += g->emb_pack_rows) {
         const int m = n - i < g->emb_pack_rows ? n - i : g->emb_pack_rows;
         gpu_embedding_forward(g->emb_pack, g->emb_rows + i, table, m, C, g->comm_stream);
         ncclCheck(ncclAllReduce(g->emb_pack, g->emb_pack, (size_t)m * C, ncclFloat, ncclSum, g->comms->world,
                                 g->comm_stream));
         gpu_embedding_put_rows(table, g->emb_pack, g->emb_rows + i, m, C, g->comm_stream);
     }
+    g->emb_grad_rows = n;
     norm_partials(g, -1, 1);
 }
 

@@ -415,8 +415,18 @@ static void test_embedding_put_rows(void) {
         float *back = dl_f32(d_back, nr);
         CHECK_MSG(bits_equal(back, rows, (size_t)nr * 4), "embedding_put_rows n=%d C=%d: gathered back, %ld differ", n,
                   C, count_bit_mismatch_f32(back, rows, nr));
+        /* rows NULL: the listed rows zeroed (the rows of the next ids in the shuffle), the others kept */
+        const int nz = n < V - n ? n : V - n;
+        for (int i = 0; i < nz; i++) memset(want + (long)perm[n + i] * C, 0, (size_t)C * 4);
+        gpu_embedding_put_rows(d_table, NULL, d_ids + n, 0, C, 0); /* nothing */
+        cudaFree(d_ids);
+        d_ids = gpu_upload(perm, V * sizeof(int));
+        gpu_embedding_put_rows(d_table, NULL, d_ids + n, nz, C, 0);
+        float *zeroed = dl_f32(d_table, nt);
+        CHECK_MSG(bits_equal(zeroed, want, (size_t)nt * 4), "embedding_put_rows n=%d C=%d V=%d, zeros: %ld elements "
+                  "differ from the rows zeroed or the rows left", nz, C, V, count_bit_mismatch_f32(zeroed, want, nt));
         cudaFree(d_ids), cudaFree(d_table), cudaFree(d_rows), cudaFree(d_back);
-        free(perm), free(table), free(rows), free(want), free(got), free(back);
+        free(perm), free(table), free(rows), free(want), free(got), free(back), free(zeroed);
     }
 }
 
@@ -1097,6 +1107,46 @@ static void test_reduce_ranges_and_sum(void) {
     free(a), free(b), free(c);
 }
 
+/* gpu_sumsq_rows_partials: every partial written; their sum the host's over the listed rows (any order, repeats
+ * none), on the float4 path and the element path (C % 4, a misaligned table); more rows than partials, and none. */
+static void test_reduce_rows_sumsq(void) {
+    if (!gpu_test_begin()) return;
+    const struct { int n, C, V, shift; } cases[] = {{0, 8, 4, 0}, {1, 2048, 3, 0}, {97, 64, 300, 0},
+                                                    {2000, 12, 2500, 0}, {33, 13, 50, 0}, {40, 64, 90, 1}};
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        const int n = cases[ci].n, C = cases[ci].C, V = cases[ci].V, shift = cases[ci].shift;
+        rng_seed(960 + ci);
+        float *table = rand_f32((long)V * C, -2, 2);
+        int *ids = xmalloc((V + 1) * sizeof(int));
+        for (int v = 0; v < V; v++) ids[v] = v;
+        for (int v = V - 1; v > 0; v--) {
+            const int j = rnd_int(v + 1), t = ids[v];
+            ids[v] = ids[j], ids[j] = t;
+        }
+        double want = 0, scale = 0;
+        for (int r = 0; r < n; r++)
+            for (int c = 0; c < C; c++) {
+                const double x = table[(long)ids[r] * C + c];
+                want += x * x, scale += x * x;
+            }
+        float *d_t = upload_shifted(table, (size_t)V * C * 4, 4, shift);
+        int *d_ids = gpu_upload(ids, (size_t)(V + 1) * sizeof(int));
+        double *d_p = gpu_poisoned(REDUCE_PARTIALS * sizeof(double)), *d_out = gpu_poisoned(sizeof(double));
+        gpu_sumsq_rows_partials(d_p, d_t, d_ids, n, C, 0);
+        gpu_sum_f64(d_out, d_p, REDUCE_PARTIALS, 0, 0);
+        double got, *parts = dl_raw(d_p, REDUCE_PARTIALS * sizeof(double));
+        gpu_download(&got, d_out, sizeof(double));
+        long unwritten = 0;
+        for (int b = 0; b < REDUCE_PARTIALS; b++) unwritten += isnan(parts[b]) != 0;
+        CHECK_MSG(unwritten == 0 && fabs(got - want) <= 1e-12 * scale,
+                  "sumsq_rows n=%d C=%d shift=%d: %ld of %d partials unwritten; gpu %.17g cpu %.17g", n, C, shift,
+                  unwritten, REDUCE_PARTIALS, got, want);
+        gpu_free_shifted(d_t, 4, shift);
+        cudaFree(d_ids), cudaFree(d_p), cudaFree(d_out);
+        free(table), free(ids), free(parts);
+    }
+}
+
 TEST_SUITE(gpu_cast, TEST_CASE(test_cast_exact));
 TEST_SUITE(gpu_master_split, TEST_CASE(test_master_split));
 TEST_SUITE(gpu_copy_rows, TEST_CASE(test_copy_rows));
@@ -1108,4 +1158,5 @@ TEST_SUITE(gpu_rope, TEST_CASE(test_rope));
 TEST_SUITE(gpu_swiglu, TEST_CASE(test_swiglu));
 TEST_SUITE(gpu_cross_entropy, TEST_CASE(test_cross_entropy));
 TEST_SUITE(gpu_adamw, TEST_CASE(test_adamw));
-TEST_SUITE(gpu_reduce, TEST_CASE(test_reduce_sumsq), TEST_CASE(test_reduce_ranges_and_sum));
+TEST_SUITE(gpu_reduce, TEST_CASE(test_reduce_sumsq), TEST_CASE(test_reduce_ranges_and_sum),
+           TEST_CASE(test_reduce_rows_sumsq));
