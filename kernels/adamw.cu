@@ -171,6 +171,9 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo
         const int vec = vec_rest && aligned(params, 16) && (!params_bf16 || aligned(params_bf16, 8));
         adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, a, vec, stream);
     } else {
+        if (!params_bf16 || !params_lo)
+            mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: split masters need params_bf16 and params_lo",
+                            __FILE__, __LINE__);
         const int vec = vec_rest && aligned(params_bf16, 8) && aligned(params_lo, 8);
         adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, a, vec, stream);
     }

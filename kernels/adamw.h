@@ -21,15 +21,15 @@ extern "C" {
  *     v[i] = b2 * v[i] + (1 - b2) * g * g
  *     params[i] -= lr * ((m[i] / c1) / (sqrtf(v[i] / c2) + eps) + wd * params[i])
  *     params_bf16[i] = bf16(params[i])          (skipped when params_bf16 == NULL)
- * params NULL: the masters are the pairs (params_bf16, params_lo) of master_split.h, joined to the fp32 value before
- * the update and split after it (the same fp32 arithmetic; params_bf16's rounding is then the pair's). Else
- * params_lo is not read.
+ * params NULL: the masters are the pairs (params_bf16, params_lo) of master_split.h, both required, read and
+ * written: joined to the fp32 value before the update and split after it (the same fp32 arithmetic;
+ * params_bf16's rounding is then the pair's, ties away from zero). Else params_lo is not read.
  * state_bf16: m and v are bf16 (n), each rounded to bf16 (nearest, ties to even) after its update and the
  * step taken with the rounded values (adamw_step with optimizer_state bf16); else fp32 (n).
- * params fp32 (n), m, v updated in place; grads fp32 (n), read only; params_bf16 bf16 (n),
- * overwritten. t_step is the 1-based step count. weight_decay: the config's value for decayed
- * tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the
- * same decay flag. n == 0 launches nothing.
+ * params fp32 (n) or params_bf16 bf16 and params_lo int16 (n), m, v updated in place; grads fp32 (n), read only;
+ * with params, params_bf16 bf16 (n) overwritten. t_step is the 1-based step count. weight_decay: the config's value
+ * for decayed tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the same
+ * decay flag. n == 0 launches nothing.
  * Alignment: none required; with params, grads, fp32 m, v 16-byte aligned, bf16 m, v, params_bf16 and params_lo
  * 8-byte aligned the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
  * otherwise 1 (same results). */

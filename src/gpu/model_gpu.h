@@ -43,8 +43,8 @@ void gpu_model_print_plan(const GpuModel *g);
  * lost (so between steps only). */
 void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, const float *v);
 /* A fresh start on the GPU: the parameters model_init_params would make from seed (init_params.h
- * says how close), AdamW moments zero. Seconds for a 10 G-parameter model, where the host, under
- * mpirun's default binding of a rank to one core, takes minutes. */
+ * says how close), AdamW moments zero; made in the gradient buffer, whose contents are then lost. Seconds for a
+ * 10 G-parameter model, where the host, under mpirun's default binding of a rank to one core, takes minutes. */
 void gpu_model_init_state(GpuModel *g, uint64_t seed);
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v);
 /* The expert-selection biases (L, E), host fp32. */
@@ -78,9 +78,10 @@ double gpu_model_forward_backward(GpuModel *g, const int *inputs, const int *tar
 double gpu_model_evaluate(GpuModel *g, const int *inputs, const int *targets);
 /* The global gradient norm (every rank gets the same), after the step's last micro-batch: waits for the
  * all-reduce and the squares that micro-batch queued behind it, so it is the norm of the gradients as they were
- * then; nothing may write them in between (another backward, gpu_model_zero_grads). */
+ * then; nothing may write them in between (another backward, gpu_model_zero_grads, a state upload, init or
+ * download). */
 double gpu_model_grad_norm(GpuModel *g);
-/* AdamW over every tensor (gradients times grad_scale), refreshing the bf16 copies. t is 1-based. */
+/* AdamW over every tensor (gradients times grad_scale), refreshing the bf16 weights. t is 1-based. */
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t);
 /* Times the next steps op by op (on = 1) or stops (0): an event at every op's start, not only at a part's. */
 void gpu_model_profile(GpuModel *g, int on);

@@ -84,7 +84,7 @@ typedef struct {
  * [ep_rank*E_local, (ep_rank+1)*E_local). */
 typedef struct {
     const float *router;       /* (C, E) fp32                                    */
-    const bf16_t *w_gate;      /* (E_local, C, I) bf16 copies of the fp32 masters */
+    const bf16_t *w_gate;      /* (E_local, C, I) bf16 weights (master_split.h)  */
     const bf16_t *w_up;        /* (E_local, C, I)                                */
     const bf16_t *w_down;      /* (E_local, I, C)                                */
     const bf16_t *shared_gate; /* (C, S*I); NULL when S = 0                      */
