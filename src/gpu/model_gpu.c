@@ -87,8 +87,7 @@ struct GpuModel {
     /* Parameters. Their bf16 weights (params_bf16) and the gradients and moments keep the table's layout. The fp32
      * masters: in params for the tensors the GPU also reads in fp32 (master_fp32), else as the bf16 weights and their
      * remainders in params_lo (master_split.h: 4 bytes a parameter, not 6; AdamW's 30 bytes 28, 22 with bf16
-     * moments 20). params and
-     * params_lo are packed: master_at[i] is tensor i's offset in its own. */
+     * moments 20). params and params_lo are packed: master_at[i] is tensor i's offset in its own. */
     float *params, *grads;
     int16_t *params_lo;
     size_t *master_at;
