@@ -551,6 +551,15 @@ static int busiest_expert(const Trainer *tr, int l) {
     return best;
 }
 
+/* Layer l's experts that no token of the step chose, on any rank (0 .. E - k): a dead expert shows here, and so
+ * does how much of the experts' gradient a step leaves zero. */
+static int idle_experts(const Trainer *tr, int l) {
+    const int64_t *load = tr->load + (size_t)l * tr->dims.E;
+    int idle = 0;
+    for (int e = 0; e < tr->dims.E; e++) idle += load[e] == 0;
+    return idle;
+}
+
 /* After the step's micro-batches, before the load is summed over the world: each MoE layer's busiest EP rank
  * over the mean rank, in each data-parallel replica over the step's micro-batches (a GPU waits for the busiest
  * rank of its own EP group), the worst replica's. */
@@ -805,6 +814,9 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
             fprintf(tr->metrics, ", \"busiest_expert_by_layer\": [");
             for (int l = d->first_dense; l < d->L; l++)
                 fprintf(tr->metrics, "%s%d", l > d->first_dense ? ", " : "", busiest_expert(tr, l));
+            fprintf(tr->metrics, "], \"idle_experts_by_layer\": [");
+            for (int l = d->first_dense; l < d->L; l++)
+                fprintf(tr->metrics, "%s%d", l > d->first_dense ? ", " : "", idle_experts(tr, l));
             fprintf(tr->metrics, "]");
         }
         if (tr->use_gpu) {

@@ -152,6 +152,11 @@ static void test_run_record(void) {
             CHECK_MSG(cJSON_GetArraySize(busiest) == 1 && cJSON_IsNumber(id) &&
                           id->valuedouble == (int)id->valuedouble && id->valueint >= 0 && id->valueint < 4,
                       "step %d: busiest_expert_by_layer is not one layer's expert id in [0, 4)", steps);
+            /* how many of the 4 no token chose: at most E - k = 2 */
+            const cJSON *idle = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "idle_experts_by_layer"), 0);
+            CHECK_MSG(cJSON_IsNumber(idle) && idle->valuedouble == (int)idle->valuedouble && idle->valueint >= 0 &&
+                          idle->valueint <= 2,
+                      "step %d: idle_experts_by_layer is not one layer's count in [0, 2]", steps);
         }
         cJSON_Delete(o);
     }
