@@ -17,7 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 
 struct AdamWConst {
-    float lr, b1, b2, omb1, omb2, c1, c2, eps, wd, gs;
+    float lr, b1, b2, omb1, omb2, ic1, ic2, eps, wd, gs;
 };
 
 /* One element; BF16: m and v rounded to bf16 after their update (as stored), and the step taken with those. */
@@ -27,7 +27,7 @@ __device__ __forceinline__ void adamw_elem(float &w, float graw, float &m, float
     m = __fadd_rn(__fmul_rn(a.b1, m), __fmul_rn(a.omb1, g));
     v = __fadd_rn(__fmul_rn(a.b2, v), __fmul_rn(__fmul_rn(a.omb2, g), g));
     if (BF16) m = __bfloat162float(__float2bfloat16_rn(m)), v = __bfloat162float(__float2bfloat16_rn(v));
-    const float mhat = __fdiv_rn(m, a.c1), vhat = __fdiv_rn(v, a.c2);
+    const float mhat = __fmul_rn(m, a.ic1), vhat = __fmul_rn(v, a.ic2);
     const float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), a.eps)), __fmul_rn(a.wd, w));
     w = __fsub_rn(w, __fmul_rn(a.lr, step));
 }
@@ -157,8 +157,8 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo
     a.b1 = (float)beta1;
     a.b2 = (float)beta2;
     a.eps = (float)eps;
-    a.c1 = (float)(1.0 - pow(beta1, (double)t_step));
-    a.c2 = (float)(1.0 - pow(beta2, (double)t_step));
+    a.ic1 = (float)(1.0 / (1.0 - pow(beta1, (double)t_step)));
+    a.ic2 = (float)(1.0 / (1.0 - pow(beta2, (double)t_step)));
     a.lr = (float)lr;
     a.gs = (float)grad_scale;
     a.wd = (float)weight_decay;

@@ -14,12 +14,13 @@ extern "C" {
 #endif
 
 /* For i < n, with the host-side constants of adamw_step
- *   b1 = (float)beta1, b2 = (float)beta2, c1 = (float)(1 - beta1^t_step), c2 = (float)(1 - beta2^t_step),
+ *   b1 = (float)beta1, b2 = (float)beta2, ic1 = (float)(1 / (1 - beta1^t_step)),
+ *   ic2 = (float)(1 / (1 - beta2^t_step)) (the bias corrections' reciprocals, in double),
  *   lr = (float)lr, wd = (float)weight_decay, gs = (float)grad_scale, eps = (float)eps:
  *     g = grads[i] * gs
  *     m[i] = b1 * m[i] + (1 - b1) * g
  *     v[i] = b2 * v[i] + (1 - b2) * g * g
- *     params[i] -= lr * ((m[i] / c1) / (sqrtf(v[i] / c2) + eps) + wd * params[i])
+ *     params[i] -= lr * ((m[i] * ic1) / (sqrtf(v[i] * ic2) + eps) + wd * params[i])
  *     params_bf16[i] = bf16(params[i])          (skipped when params_bf16 == NULL)
  * params NULL: the masters are the pairs (params_bf16, params_lo) of master_split.h, both required, read and
  * written: joined to the fp32 value before the update and split after it (the same fp32 arithmetic;

@@ -55,8 +55,9 @@ void optim_round_state(float *m, float *v, size_t n, const TrainConfig *tc) {
 void adamw_step(float *params, const float *grads, float *m, float *v, const ParamTable *t,
                 const TrainConfig *tc, double lr, double grad_scale, long t_step) {
     const float b1 = (float)tc->beta1, b2 = (float)tc->beta2, eps = (float)tc->eps;
-    const float c1 = (float)(1.0 - pow(tc->beta1, (double)t_step));
-    const float c2 = (float)(1.0 - pow(tc->beta2, (double)t_step));
+    /* the bias corrections' reciprocals: a multiply a moment, not a division (adamw.h) */
+    const float ic1 = (float)(1.0 / (1.0 - pow(tc->beta1, (double)t_step)));
+    const float ic2 = (float)(1.0 / (1.0 - pow(tc->beta2, (double)t_step)));
     const float flr = (float)lr, gs = (float)grad_scale;
     const int bf16_state = tc->optimizer_state == OPT_STATE_BF16;
     for (int i = 0; i < t->count; i++) {
@@ -70,7 +71,7 @@ void adamw_step(float *params, const float *grads, float *m, float *v, const Par
             mm[j] = b1 * mm[j] + (1.0f - b1) * gj;
             vv[j] = b2 * vv[j] + (1.0f - b2) * gj * gj;
             if (bf16_state) mm[j] = bf16_round(mm[j]), vv[j] = bf16_round(vv[j]); /* kept as stored */
-            float mhat = mm[j] / c1, vhat = vv[j] / c2;
+            float mhat = mm[j] * ic1, vhat = vv[j] * ic2;
             w[j] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * w[j]);
         }
     }
