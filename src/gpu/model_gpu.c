@@ -594,6 +594,10 @@ static void stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEvent_t
 void gpu_model_zero_grads(GpuModel *g) {
     step_timer_restart(&g->timer); /* a step starts here */
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "zero grads");
+    /* nothing of the last step on the comm stream (its all-reduces write gradients in place; the list's copy and the
+     * norm's read of the table's rows) is left to run beside the memsets: the norm waited already when the trainer
+     * took it, a caller that did not is ordered here */
+    stream_after(g->stream, g->comm_stream, g->reduce_done);
     /* runs of tensors in offset order, cut at those the first backward writes, and at an embedding table of which
      * the last step left only the listed rows nonzero */
     const int rows = g->emb_grad_rows;
@@ -605,10 +609,8 @@ void gpu_model_zero_grads(GpuModel *g) {
         if (end > start) cudaCheck(cudaMemsetAsync(g->grads + start, 0, (end - start) * sizeof(float), g->stream));
         if (p) start = p->offset + p->numel;
     }
-    if (rows >= 0) { /* 1.2 GB less at mokc-small's sizes; the list's copy and the norm's read of the rows done first */
-        stream_after(g->stream, g->comm_stream, g->reduce_done);
+    if (rows >= 0) /* 1.2 GB less at mokc-small's sizes */
         gpu_embedding_put_rows(G32(g->t->tok_emb), NULL, g->emb_rows, rows, g->d->C, g->stream);
-    }
     g->emb_grad_rows = -1;
     g->grads_unwritten = 1;
     g->head_grad_unwritten = 1;
