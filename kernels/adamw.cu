@@ -107,15 +107,20 @@ template <bool SPLIT> struct Masters {
     }
 };
 
+/* blockIdx.y: the elements [y block_n, (y + 1) block_n) of n, whose gradient is zeros, not read, where live[y] is 0
+ * (live NULL: one block of all n). With vec, block_n is a multiple of 4. */
 template <bool BF16, bool SPLIT>
 __global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Moments<BF16>::T *m,
-                             typename Moments<BF16>::T *v, long n, AdamWConst a, int vec) {
+                             typename Moments<BF16>::T *v, long n, const int *live, long block_n, AdamWConst a,
+                             int vec) {
     typedef Moments<BF16> S;
     const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
-    const long groups = vec ? n / 4 : 0;
-    for (long gi = tid; gi < groups; gi += stride) {
+    const long b0 = (long)blockIdx.y * block_n, b1 = min(n, b0 + block_n);
+    const bool zeros = live && live[blockIdx.y] == 0;
+    const long g0 = b0 / 4, g1 = vec ? g0 + (b1 - b0) / 4 : g0;
+    for (long gi = g0 + tid; gi < g1; gi += stride) {
         float4 w = p.load4(gi);
-        const float4 g = reinterpret_cast<const float4 *>(grads)[gi];
+        const float4 g = zeros ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : reinterpret_cast<const float4 *>(grads)[gi];
         float4 mm = S::load4(m, gi), vv = S::load4(v, gi);
         adamw_elem<BF16>(w.x, g.x, mm.x, vv.x, a);
         adamw_elem<BF16>(w.y, g.y, mm.y, vv.y, a);
@@ -125,9 +130,9 @@ __global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Mome
         S::store4(m, gi, mm);
         S::store4(v, gi, vv);
     }
-    for (long i = groups * 4 + tid; i < n; i += stride) {
+    for (long i = b0 + (g1 - g0) * 4 + tid; i < b1; i += stride) {
         float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
-        adamw_elem<BF16>(w, grads[i], mm, vv, a);
+        adamw_elem<BF16>(w, zeros ? 0.0f : grads[i], mm, vv, a);
         p.store(i, w);
         S::store(m, i, mm);
         S::store(v, i, vv);
@@ -135,23 +140,31 @@ __global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Mome
 }
 
 template <bool SPLIT>
-void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int state_bf16, long n, AdamWConst a,
-                  int vec, cudaStream_t stream) {
-    const unsigned grid = grid_for(vec ? n / 4 + 4 : n, kThreads);
+void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int state_bf16, long n, const int *live,
+                  long block_n, AdamWConst a, int vec, cudaStream_t stream) {
+    const long blocks = live ? n / block_n : 1, per = live ? block_n : n;
+    vec = vec && per % 4 == 0;
+    const long most = kMaxGridBlocks / blocks > 0 ? kMaxGridBlocks / blocks : 1;
+    const long x = grid_for(vec ? per / 4 + 4 : per, kThreads);
+    const dim3 grid((unsigned)(x < most ? x : most), (unsigned)blocks);
     if (state_bf16)
         adamw_kernel<true, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<__nv_bfloat16 *>(m),
-                                                                 static_cast<__nv_bfloat16 *>(v), n, a, vec);
+                                                                 static_cast<__nv_bfloat16 *>(v), n, live, per, a, vec);
     else
         adamw_kernel<false, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<float *>(m),
-                                                                  static_cast<float *>(v), n, a, vec);
+                                                                  static_cast<float *>(v), n, live, per, a, vec);
 }
 
 } // namespace
 
 extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m,
-                          void *v, int state_bf16, long n, double lr, double beta1, double beta2, double eps,
-                          double weight_decay, double grad_scale, long t_step, cudaStream_t stream) {
+                          void *v, int state_bf16, long n, const int *live, long block_n, double lr, double beta1,
+                          double beta2, double eps, double weight_decay, double grad_scale, long t_step,
+                          cudaStream_t stream) {
     if (n <= 0) return;
+    if (live && (block_n <= 0 || n % block_n != 0 || n / block_n > 65535))
+        mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: live blocks need n a multiple of block_n, at most 65535 "
+                        "blocks", __FILE__, __LINE__);
     AdamWConst a;
     /* The same host-side conversions as adamw_step (src/optim.c). */
     a.b1 = (float)beta1;
@@ -169,13 +182,13 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo
     __nv_bfloat16 *pbf = reinterpret_cast<__nv_bfloat16 *>(params_bf16);
     if (params) {
         const int vec = vec_rest && aligned(params, 16) && (!params_bf16 || aligned(params_bf16, 8));
-        adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, a, vec, stream);
+        adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, live, block_n, a, vec, stream);
     } else {
         if (!params_bf16 || !params_lo)
             mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: split masters need params_bf16 and params_lo",
                             __FILE__, __LINE__);
         const int vec = vec_rest && aligned(params_bf16, 8) && aligned(params_lo, 8);
-        adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, a, vec, stream);
+        adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, live, block_n, a, vec, stream);
     }
     cudaCheckLaunch();
 }

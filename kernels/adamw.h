@@ -27,6 +27,8 @@ extern "C" {
  * params_bf16's rounding is then the pair's, ties away from zero). Else params_lo is not read.
  * state_bf16: m and v are bf16 (n), each rounded to bf16 (nearest, ties to even) after its update and the
  * step taken with the rounded values (adamw_step with optimizer_state bf16); else fp32 (n).
+ * live: NULL, or (n / block_n, at most 65535) flags of blocks of block_n elements: where live[b] is 0 the gradient
+ * of block b is zeros and is not read (an idle expert's, MoeGpuGrads.idle_unwritten; the same bits as zeros read).
  * params fp32 (n) or params_bf16 bf16 and params_lo int16 (n), m, v updated in place; grads fp32 (n), read only;
  * with params, params_bf16 bf16 (n) overwritten. t_step is the 1-based step count. weight_decay: the config's value
  * for decayed tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the same
@@ -35,8 +37,8 @@ extern "C" {
  * 8-byte aligned the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
  * otherwise 1 (same results). */
 void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m, void *v,
-               int state_bf16, long n, double lr, double beta1, double beta2, double eps, double weight_decay,
-               double grad_scale, long t_step, cudaStream_t stream);
+               int state_bf16, long n, const int *live, long block_n, double lr, double beta1, double beta2,
+               double eps, double weight_decay, double grad_scale, long t_step, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -552,7 +552,8 @@ static int busiest_expert(const Trainer *tr, int l) {
 }
 
 /* Layer l's experts that no token of the step chose, on any rank (0 .. E - k): a dead expert shows here, and so
- * does how much of the experts' gradient a step leaves zero. */
+ * does how much of the experts' gradient a step leaves zero, which the megakernel neither writes nor AdamW reads
+ * (MoeGpuGrads.idle_unwritten). */
 static int idle_experts(const Trainer *tr, int l) {
     const int64_t *load = tr->load + (size_t)l * tr->dims.E;
     int idle = 0;

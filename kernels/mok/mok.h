@@ -147,6 +147,11 @@ typedef struct {
     int e0, El, NK, k, C, I, mt_max, tile_m;
     int n_comm, skip_dispatch;
     int overwrite;                     /* 1: the weight gradients are written, not added to      */
+    const int *rows_before;            /* NULL, or (El) each local expert's rows in the step's
+                                          launches before this one (mok_expert_sq_rest's
+                                          rows_step): then an expert without rows here is left
+                                          unwritten, and one with rows is written where the step
+                                          gave it none before (overwrite: every one), else added */
     float *sq;                         /* NULL, or the step's last backward: each weight-gradient
                                           task's squares of what it leaves in the gradients
                                           (slots: mok_expert_sq_floats; what the epilogues leave
@@ -197,16 +202,17 @@ static inline int mok_grads_by_tma(const float *g_gate, const float *g_up, const
     return ((size_t)g_gate | (size_t)g_up | (size_t)g_down) % 16 == 0;
 }
 
-/* After each backward launch, on its stream: with sq == NULL (a micro-batch before the step's last),
- * rows_step[el] becomes the rows local expert el had in this step so far (restarting when overwrite);
- * with sq, the slots the epilogues left are filled: every task of an expert the kernel skipped (no rows
- * in this micro-batch, adding; every expert where the gradients are not mok_grads_by_tma) and the tasks
- * at the gradients' edges (C or I not a multiple of the tile). Zeros where the expert had no rows all
- * step (its gradients are the zeros the first micro-batch wrote), else the squares of the task's part
- * of the gradients, read once in a fixed order. rows from expert_offset_all (E + 1) as the kernel takes
- * them; gradients as MokBwdParams's. */
+/* After each backward launch, on its stream (idle: the launch had rows_before = rows_step): with sq (the step's
+ * last backward), first the slots the epilogues left are filled: every task of an expert the kernel skipped (no
+ * rows in this launch, adding or idle; every expert where the gradients are not mok_grads_by_tma) and the tasks at
+ * the gradients' edges (C or I not a multiple of the tile). Zeros where the expert had no rows all step (its
+ * gradients are zeros the first launch wrote, or unwritten where idle), else the squares of the task's part of the
+ * gradients, read once in a fixed order. Then rows_step[el] becomes the rows local expert el had in this step so
+ * far (restarting when overwrite). rows from expert_offset_all (E + 1) as the kernel takes them; gradients as
+ * MokBwdParams's. */
 void mok_expert_sq_rest(float *sq, int *rows_step, const int *expert_offset_all, int e0, int El, const float *g_gate,
-                        const float *g_up, const float *g_down, int C, int I, int overwrite, cudaStream_t stream);
+                        const float *g_up, const float *g_down, int C, int I, int overwrite, int idle,
+                        cudaStream_t stream);
 
 /* Upper bound of the M tiles of any routing and tile: ceil(R_max / MOK_TILE_M) + El. */
 int mok_mt_max(long R_max, int El);

@@ -57,8 +57,21 @@ struct Sm90BwdTask {
  * drain is not what holds it. Longer tasks (Qwen-like: ≈ 1000 rows) keep the three stages their main loops need.
  * Producer and consumers decide it alike, from the task and the launch's constants. */
 #define SM90_WIDE_KB 4
+
+/* Whether local expert el's weight-gradient tasks write its gradients (else add to them): at a step's first
+ * backward, or where the step has given it no rows before this launch (rows_before). */
+__device__ __forceinline__ bool sm90_wgrad_writes(const MokBwdParams &p, int el) {
+    return p.overwrite || (p.rows_before && p.rows_before[el] == 0);
+}
+
+/* Whether a weight-gradient task has nothing to do: no rows, and nothing to write either (adding, or idle experts
+ * left unwritten: rows_before). */
+__device__ __forceinline__ bool sm90_wgrad_idle(const MokBwdParams &p, int cnt) {
+    return cnt == 0 && (!p.overwrite || p.rows_before);
+}
+
 __device__ __forceinline__ bool sm90_bwd_wide(const MokBwdParams &p, const Sm90BwdMaps &tm, const Sm90BwdTask &k) {
-    return tm.g_tma && !p.overwrite && (k.kind == BWD_WDOWN || k.kind == BWD_WGU) &&
+    return (k.kind == BWD_WDOWN || k.kind == BWD_WGU) && tm.g_tma && !sm90_wgrad_writes(p, k.idx) &&
            k.rows.nrows <= SM90_WIDE_KB * SM90_BK;
 }
 
@@ -550,7 +563,7 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 }
             } else {
                 const int cnt = k.rows.nrows;
-                if (cnt == 0 && !p.overwrite) {
+                if (sm90_wgrad_idle(p, cnt)) {
                     clock.skipped();
                     return;
                 }
@@ -559,7 +572,6 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                 const int split = down ? 256 : 128;
                 const Sm90WgradOut out = {down ? &tm.g_down : &tm.g_gate, down ? &tm.g_down : &tm.g_up, split,
                                           k.ni * split, k.mi * 128 + 64 * w, k.idx};
-                const bool tma_add = tm.g_tma && !p.overwrite;
                 const int KB = (cnt + SM90_BK - 1) / SM90_BK;
                 /* a main loop of its own for the wide tasks (lent: adding by TMA): timed so, -0.3 to -0.4 ms on
                  * the Kimi-like backward kernel (s19 r4, r6); as one loop whose mid step chose, within noise (r5) */
@@ -569,15 +581,17 @@ __device__ __forceinline__ void sm90_bwd_consume(const MokBwdParams &p, const Sm
                                    [&] { sm90_wgrad_first_loads<true>(out, sm, w); });
                 else if (cnt > 0)
                     sm90_mma<1, 1>(acc, wd, sm, sr, w, KB, k_tail, t, [&] {
-                        if (tma_add) sm90_wgrad_first_loads<false>(out, sm, w);
+                        if (tm.g_tma && !sm90_wgrad_writes(p, out.el)) sm90_wgrad_first_loads<false>(out, sm, w);
                     });
                 clock.mma_done();
+                /* asked again, not held across the main loop: one register more there spilled */
+                const bool writes = sm90_wgrad_writes(p, out.el);
                 if (tm.g_tma) { /* adding: cnt > 0 (tasks without rows are skipped) */
-                    if (p.overwrite) sm90_epilogue_wgrad_tma<false, false>(p, acc, cnt, w, out, sm);
+                    if (writes) sm90_epilogue_wgrad_tma<false, false>(p, acc, cnt, w, out, sm);
                     else if (lent) sm90_epilogue_wgrad_tma<true, true>(p, acc, cnt, w, out, sm);
                     else sm90_epilogue_wgrad_tma<true, false>(p, acc, cnt, w, out, sm);
                 } else /* no squares: mok_expert_sq_rest takes them */
-                    sm90_epilogue_wgrad(acc, cnt, p.overwrite, w, k.mi * 128, down ? p.I : p.C,
+                    sm90_epilogue_wgrad(acc, cnt, writes, w, k.mi * 128, down ? p.I : p.C,
                                         (down ? p.g_down : p.g_gate) + k.idx * CI,
                                         (down ? p.g_down : p.g_up) + k.idx * CI, split, k.ni * split,
                                         down ? p.C : p.I);

@@ -250,7 +250,7 @@ static void layer_forward(Layer *L, cudaStream_t s) {
 static void layer_backward(Layer *L, double daux, int overwrite, cudaStream_t s) {
     MoeGpuWeights w = layer_weights(L);
     MoeGpuGrads g = {L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN], L->g[T_SGATE], L->g[T_SUP],
-                     L->g[T_SDOWN], overwrite, NULL};
+                     L->g[T_SDOWN], overwrite, NULL, 0};
     moe_unfused_backward(L->dx, &g, L->dy, daux, &L->a, &L->work, L->x, &w, L->N, s);
 }
 
@@ -355,7 +355,7 @@ static void time_mok(Layer *L, MoeMok *m, const BenchArgs *args, double daux, cu
     const MokStep t = {L, m, &sv, layer_weights(L),
                        (MoeGpuGrads){L->g[T_ROUTER], L->g[T_GATE], L->g[T_UP], L->g[T_DOWN],
                                      S ? L->g[T_SGATE] : NULL, S ? L->g[T_SUP] : NULL, S ? L->g[T_SDOWN] : NULL,
-                                     !args->accumulate, NULL},
+                                     !args->accumulate, NULL, 0},
                        daux, s};
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
@@ -574,7 +574,7 @@ static void mok_backward_errors(double *err, MoeMok *m, const Layer *one, const 
         }
         const int S = ep->d.n_shared > 0;
         MoeGpuGrads gg = {g[r][T_ROUTER], g[r][T_GATE], g[r][T_UP], g[r][T_DOWN], S ? g[r][T_SGATE] : NULL,
-                          S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL, 0, NULL};
+                          S ? g[r][T_SUP] : NULL, S ? g[r][T_SDOWN] : NULL, 0, NULL, 0};
         if (r == 1) cudaCheck(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         moe_mok_forward(y, NULL, m, &sv, ep->x, &w, ep->bias, ep->N, s);
         moe_mok_backward(dx[r], &gg, ep->dy, daux, &sv, m, ep->x, &w, ep->N, s);

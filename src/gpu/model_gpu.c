@@ -102,6 +102,10 @@ struct GpuModel {
     float *experts_sq;            /* a MoE layer's squares after another's, experts_sq_layer floats each */
     long experts_sq_layer;
     int experts_sq_now;           /* this backward is the step's last: the MoE layers leave their squares */
+    /* The routed experts no token of the step chose are neither written by the megakernel's backward nor read by
+     * AdamW (MoeGpuGrads.idle_unwritten): where their gradients are read by nothing else (as experts_sq_fused).
+     * Up to 8 bytes a parameter of an idle expert a step: at mokc-small's early collapse 15 of 16 experts. */
+    int experts_idle_unwritten;
     bf16_t *params_bf16;
     bf16_t *wqkv_bf16;            /* (L, C, QD + 2 KD): each layer's bf16 wq, wk, wv side by side (qkv_weights_copy) */
     float *expert_bias;           /* (L, E) */
@@ -352,6 +356,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     g->has_moe = d->E > 0 && d->first_dense < d->L;
     if (runs_mok(g, moe_impl)) g->moe_mok = callocCheck(1, sizeof(MoeMok));
     g->experts_sq_fused = g->moe_mok && dist->dp == 1;
+    g->experts_idle_unwritten = g->experts_sq_fused;
     g->head_rows = head_chunk_rows(g->N, d->V);
     g->head_fused = mok_sm90_available() && gemm_sm90_shape_ok(1, g->head_rows, d->V, d->C, &why);
     size_t chunks = HEAD_GRAD_BYTES / ((size_t)d->V * sizeof(bf16_t)) / (size_t)g->head_rows;
@@ -547,6 +552,19 @@ void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
 void gpu_model_download_grads(GpuModel *g, float *grads) {
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(grads, g->grads, g->t->total * sizeof(float), cudaMemcpyDeviceToHost));
+    if (!g->experts_idle_unwritten) return;
+    /* the idle experts' gradients are zeros the memory does not hold */
+    int *rows = mallocCheck(sizeof(int) * (size_t)(g->d->E / g->d->ep));
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        if (p->kind != PARAM_EXPERT) continue;
+        const size_t per = p->numel / p->shape[0];
+        cudaCheck(cudaMemcpy(rows, g->moe_saved[p->layer].rows_step, sizeof(int) * p->shape[0],
+                             cudaMemcpyDeviceToHost));
+        for (int e = 0; e < p->shape[0]; e++)
+            if (rows[e] == 0) memset(grads + p->offset + e * per, 0, per * sizeof(float));
+    }
+    free(rows);
 }
 
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16) {
@@ -630,7 +648,8 @@ static MoeGpuWeights moe_weights(const GpuModel *g, const LayerOffsets *o) {
 
 static MoeGpuGrads moe_grads(GpuModel *g, const LayerOffsets *o) {
     MoeGpuGrads w = {.router = G32(o->router), .w_gate = G32(o->e_gate), .w_up = G32(o->e_up),
-                     .w_down = G32(o->e_down), .overwrite_experts = g->grads_unwritten};
+                     .w_down = G32(o->e_down), .overwrite_experts = g->grads_unwritten,
+                     .idle_unwritten = g->experts_idle_unwritten};
     if (g->d->S > 0) w.shared_gate = G32(o->s_gate), w.shared_up = G32(o->s_up), w.shared_down = G32(o->s_down);
     return w;
 }
@@ -1018,10 +1037,11 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         const size_t o = p->offset, at = g->master_at[i];
-        const int fp32 = master_fp32(g, p);
+        const int fp32 = master_fp32(g, p), idle = p->kind == PARAM_EXPERT && g->experts_idle_unwritten;
         gpu_adamw(fp32 ? g->params + at : NULL, g->params_bf16 + o, fp32 ? NULL : g->params_lo + at, g->grads + o,
-                  moment_at(g, g->adam_m, o), moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel, lr, tc->beta1,
-                  tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
+                  moment_at(g, g->adam_m, o), moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel,
+                  idle ? g->moe_saved[p->layer].rows_step : NULL, idle ? (long)(p->numel / p->shape[0]) : 0, lr,
+                  tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
     }
     qkv_weights_copy(g);
     step_timer_end(&g->timer);

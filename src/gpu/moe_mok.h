@@ -135,7 +135,8 @@ typedef struct {
     double *h_aux;              /* (1) pinned host: the forward's unweighted aux loss, once the stream is past it */
     int *h_counts;              /* (E) pinned host: this rank's slots per expert (the step's load), same */
     int *h_fail;                /* (1) pinned host: the forward's top-k found no candidate (non-finite scores), same */
-    int *rows_step;             /* (El) each local expert's rows in the step's backwards so far (mok_expert_sq_rest) */
+    int *rows_step;             /* (El) each local expert's rows in the step's backwards so far (mok_expert_sq_rest):
+                                   0 after a step's last, the expert's gradient is zeros (MoeGpuGrads.idle_unwritten) */
 } MoeMokSaved;
 
 size_t moe_mok_saved_bytes(const MoeGpuDims *d, int N_max);

@@ -84,12 +84,13 @@ void moe_mok_backward(float *dx, const MoeGpuGrads *g, const float *dy, double d
     p.n_comm = m->n_comm;
     p.skip_dispatch = m->skip_dispatch;
     p.overwrite = g->overwrite_experts;
+    p.rows_before = g->idle_unwritten ? sv->rows_step : NULL;
     p.sq = g->sq;
     p.trace = m->trace;
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 2, stream);
     mok_backward_launch(&p, m->grid, stream);
     mok_expert_sq_rest(g->sq, sv->rows_step, st->eo_all, p.e0, m->El, g->w_gate, g->w_up, g->w_down, C, d->I,
-                       g->overwrite_experts, stream);
+                       g->overwrite_experts, g->idle_unwritten, stream);
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 3, stream);
     moe_mok_ep_barrier(m, stream); /* every dx row has landed in its source's slots */
     moe_mok_phase_mark(m, MOK_FWD_MARKS + 4, stream);

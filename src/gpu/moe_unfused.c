@@ -400,9 +400,9 @@ void moe_unfused_forward(float *y, const float *residual, MoeUnfusedActs *a, Moe
 void moe_unfused_backward(float *dx, const MoeGpuGrads *g, const float *dy, double daux, MoeUnfusedActs *a,
                           MoeUnfusedWork *w, const bf16_t *x, const MoeGpuWeights *wt, int N, cudaStream_t stream) {
     check_call(a, w, N, "moe_unfused_backward");
-    if (g->sq)
-        mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_unfused_backward: the experts' squares (MoeGpuGrads.sq) are the "
-                 "megakernel's (internal)");
+    if (g->sq || g->idle_unwritten)
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "moe_unfused_backward: the experts' squares and idle experts left unwritten "
+                 "(MoeGpuGrads.sq, idle_unwritten) are the megakernel's (internal)");
     if (a->N != N)
         mokc_die(MOKC_EXIT_RUNTIME, "call the MoE backward after its forward, with the same tokens",
                  "moe_unfused_backward: %d tokens but the last forward had %d", N, a->N);

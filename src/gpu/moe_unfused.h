@@ -97,11 +97,16 @@ typedef struct {
  * for an expert without rows), so the first micro-batch of a step neither zeroes nor reads them.
  * sq: NULL, or (the step's last micro-batch; the megakernel's backward only, moe_mok_backward) where
  * the routed experts' final gradients leave their squares, mok_expert_sq_floats(E_local, C, I) floats
- * whose sum is the squared norm of w_gate, w_up and w_down together. */
+ * whose sum is the squared norm of w_gate, w_up and w_down together.
+ * idle_unwritten (the megakernel's backward only): a routed expert the step has given no rows so far is left
+ * unwritten, not written as zeros, and its first rows of the step are written, not added: its gradient is zeros
+ * where the saved state's rows_step (MoeMokSaved) is 0 after the call, and only there what the memory holds is
+ * not it. On every micro-batch of a step, or on none. */
 typedef struct {
     float *router, *w_gate, *w_up, *w_down, *shared_gate, *shared_up, *shared_down;
     int overwrite_experts;
     float *sq;
+    int idle_unwritten;
 } MoeGpuGrads;
 
 /* The shared experts' scratch (src/gpu/moe_shared.h), N_max rows x SI, owned by a layer:

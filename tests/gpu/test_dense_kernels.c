@@ -930,7 +930,7 @@ static void adamw_case(int bf16) {
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
             gpu_adamw(d_w + o, d_b + o, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      (long)items[i].numel, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
@@ -965,7 +965,7 @@ static void adamw_case(int bf16) {
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
             gpu_adamw(d_w + o, NULL, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      (long)items[i].numel, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
@@ -987,7 +987,7 @@ static void adamw_case(int bf16) {
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
             gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      (long)items[i].numel, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
@@ -1027,8 +1027,8 @@ static void adamw_case(int bf16) {
         size_t o = items[i].offset;
         gpu_master_split(d_h + o, d_l + o, d_w + o, (long)items[i].numel, 0);
         gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                  (long)items[i].numel, 0.0, tc.beta1, tc.beta2, tc.eps, items[i].decay ? tc.weight_decay : 0.0, 1.0,
-                  4, 0);
+                  (long)items[i].numel, NULL, 0, 0.0, tc.beta1, tc.beta2, tc.eps,
+                  items[i].decay ? tc.weight_decay : 0.0, 1.0, 4, 0);
         gpu_master_join(d_w + o, d_h + o, d_l + o, (long)items[i].numel, 0);
     }
     float *tj = dl_f32(d_w, n);
@@ -1046,10 +1046,61 @@ static void adamw_case(int bf16) {
     free(sw), free(sm), free(sv), free(sh), free(sl);
 }
 
+/* Blocks whose gradient is zeros, not read (gpu_adamw's live flags: an idle expert's): their gradient memory holds
+ * NaNs, and two steps on split masters must give adamw_step's bits from zeros there, on the vector path (blocks of a
+ * multiple of 4) and the element path (of 999). */
+static void adamw_live_case(int bf16, long block_n) {
+    enum { BLOCKS = 6 };
+    const long n = BLOCKS * block_n;
+    const int live[BLOCKS] = {3, 0, 0, 17, 0, 1};
+    ParamInfo item;
+    memset(&item, 0, sizeof item);
+    item.numel = (size_t)n, item.decay = true;
+    ParamTable pt;
+    memset(&pt, 0, sizeof pt);
+    pt.items = &item, pt.count = 1, pt.total = (size_t)n;
+    TrainConfig tc;
+    memset(&tc, 0, sizeof tc);
+    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
+    tc.optimizer_state = bf16 ? OPT_STATE_BF16 : OPT_STATE_FP32;
+    rng_seed(900 + bf16 + block_n);
+    float *w = rand_f32(n, -1, 1), *m = rand_f32(n, -1e-2f, 1e-2f), *v = rand_f32(n, 0, 1e-4f);
+    if (bf16)
+        for (long j = 0; j < n; j++) m[j] = host_bf16_round(m[j]), v[j] = host_bf16_round(v[j]);
+    float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
+    void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
+    int *d_live = gpu_upload(live, sizeof live);
+    bf16_t *d_h = gpu_poisoned((size_t)n * 2);
+    int16_t *d_l = gpu_poisoned((size_t)n * 2);
+    gpu_master_split(d_h, d_l, d_w, n, 0);
+    for (int step = 0; step < 2; step++) {
+        float *g = rand_f32(n, -1, 1);
+        for (int b = 0; b < BLOCKS; b++) /* the device's dead blocks keep their NaNs; the CPU's are zeros */
+            if (live[b]) cudaCheck(cudaMemcpy(d_g + b * block_n, g + b * block_n, (size_t)block_n * 4,
+                                              cudaMemcpyHostToDevice));
+            else memset(g + b * block_n, 0, (size_t)block_n * 4);
+        adamw_step(w, g, m, v, &pt, &tc, 1e-3, 0.5, step + 1);
+        gpu_adamw(NULL, d_h, d_l, d_g, d_m, d_v, bf16, n, d_live, block_n, 1e-3, tc.beta1, tc.beta2, tc.eps,
+                  tc.weight_decay, 0.5, step + 1, 0);
+        free(g);
+    }
+    gpu_master_join(d_w, d_h, d_l, n, 0);
+    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
+    long bad = 0;
+    for (long j = 0; j < n; j++)
+        bad += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
+    CHECK_MSG(bad == 0, "adamw with live blocks of %ld, %s moments: %ld of %ld elements differ from adamw_step's with "
+              "zero gradients in the dead blocks", block_n, bf16 ? "bf16" : "fp32", bad, n);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_m), cudaFree(d_v), cudaFree(d_live), cudaFree(d_h), cudaFree(d_l);
+    free(w), free(m), free(v), free(gw), free(gm), free(gv);
+}
+
 static void test_adamw(void) {
     if (!gpu_test_begin()) return;
     adamw_case(0);
     adamw_case(1);
+    adamw_live_case(1, 1000);
+    adamw_live_case(0, 999);
 }
 
 /* ================================================================================================

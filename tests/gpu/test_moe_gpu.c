@@ -167,7 +167,7 @@ static void gpu_run(GpuOut *o, const Case *t, const Dev *g, MoeUnfusedActs *a, M
     cudaCheck(cudaMemset(a->counts, 0xff, (size_t)E * sizeof(int)));
 
     MoeGpuWeights wt = moe_ref_gpu_weights(g->w, t->s.S);
-    MoeGpuGrads gr = {gw[W_ROUTER], gw[W_GATE], gw[W_UP], gw[W_DOWN], gw[W_SGATE], gw[W_SUP], gw[W_SDOWN], 0, NULL};
+    MoeGpuGrads gr = {gw[W_ROUTER], gw[W_GATE], gw[W_UP], gw[W_DOWN], gw[W_SGATE], gw[W_SUP], gw[W_SDOWN], 0, NULL, 0};
     cudaStream_t stream;
     cudaCheck(cudaStreamCreate(&stream));
     moe_unfused_forward(y, NULL, a, w, g->x, &wt, g->bias, N, stream);

@@ -168,7 +168,7 @@ static void grads_create(Grads *G, const Shape *s) {
 
 static MoeGpuGrads grads_view(const Grads *G, int shared) {
     MoeGpuGrads g = {G->g[G_ROUTER], G->g[G_GATE], G->g[G_UP], G->g[G_DOWN], shared ? G->g[G_SGATE] : NULL,
-                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL, 0, NULL};
+                     shared ? G->g[G_SUP] : NULL, shared ? G->g[G_SDOWN] : NULL, 0, NULL, 0};
     return g;
 }
 
@@ -344,6 +344,84 @@ static void check_squares(const Shape *s, BackwardCtx *c) {
     cudaCheck(cudaFree(sq));
 }
 
+/* One step of the megakernel's backward into g: a first micro-batch of n1 tokens (none: 0), writing, then a last of
+ * n2, adding (writing without a first), its squares to sq. */
+static void mok_step(BackwardCtx *c, MoeGpuGrads g, int n1, int n2, float *sq) {
+    if (n1 > 0) {
+        c->N = n1;
+        g.overwrite_experts = 1;
+        mok_backward(&g, c);
+    }
+    c->N = n2;
+    g.overwrite_experts = n1 == 0;
+    g.sq = sq;
+    mok_backward(&g, c);
+}
+
+/* MoeGpuGrads.idle_unwritten over check_squares' steps, from gradients that hold NaNs: an expert without rows all
+ * step keeps them (not written) and the saved rows_step says 0 for it; every other expert's gradient has the bits of
+ * the same step run without it (which writes zeros for experts without rows, and adds into them); the last
+ * micro-batch's squares sum to that run's. Gradients 16-byte aligned (TMA epilogues) and not (register stores). */
+static void check_idle(const Shape *s, BackwardCtx *c) {
+    const long n_sq = mok_expert_sq_floats(s->E, s->C, s->I);
+    float *sq[2];
+    for (int r = 0; r < 2; r++) cudaCheck(cudaMalloc((void **)&sq[r], (size_t)n_sq * sizeof(float)));
+    float *h_sq = mallocCheck((size_t)n_sq * sizeof(float));
+    int *rows = mallocCheck((size_t)s->E * sizeof(int));
+    Grads G[2];
+    grads_create(&G[0], s);
+    grads_create(&G[1], s);
+    const int few = s->N < 3 ? s->N : 3;
+    const int steps[][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}};
+    for (int shift = 0; shift <= 1; shift++)
+        for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++) {
+            double sums[2] = {0, 0};
+            Grads V[2] = {G[0], G[1]}; /* V[0] idle experts unwritten, V[1] written */
+            for (int r = 1; r >= 0; r--) {
+                for (int t = G_GATE; t <= G_DOWN; t++) {
+                    V[r].g[t] = G[r].g[t] + shift;
+                    cudaCheck(cudaMemset(V[r].g[t], 0xff, (size_t)G[r].n[t] * sizeof(float)));
+                }
+                MoeGpuGrads g = grads_view(&V[r], s->S > 0);
+                g.idle_unwritten = r == 0;
+                mok_step(c, g, steps[i][0], steps[i][1], sq[r]);
+                gpu_download(h_sq, sq[r], (size_t)n_sq * sizeof(float));
+                for (long j = 0; j < n_sq; j++) sums[r] += h_sq[j];
+            }
+            gpu_download(rows, c->sv->rows_step, (size_t)s->E * sizeof(int));
+            long idle = 0, touched = 0, differ = 0, rows_all = 0;
+            for (int el = 0; el < s->E; el++) idle += rows[el] == 0, rows_all += rows[el];
+            for (int t = G_GATE; t <= G_DOWN; t++) {
+                const long n = V[0].n[t], per = n / s->E;
+                float *a = mallocCheck((size_t)n * sizeof(float)), *b = mallocCheck((size_t)n * sizeof(float));
+                gpu_download(a, V[0].g[t], (size_t)n * sizeof(float));
+                gpu_download(b, V[1].g[t], (size_t)n * sizeof(float));
+                for (long j = 0; j < n; j++) {
+                    if (rows[j / per] == 0) touched += !isnan(a[j]) || b[j] != 0.0f;
+                    else differ += memcmp(&a[j], &b[j], sizeof(float)) != 0;
+                }
+                free(a);
+                free(b);
+            }
+            const char *how = shift ? ", unaligned" : "";
+            CHECK_MSG(rows_all == (long)(steps[i][0] + steps[i][1]) * s->k,
+                      "[%s] idle experts, micro-batches of %d then %d tokens%s: rows_step sums to %ld, not %ld",
+                      s->label, steps[i][0], steps[i][1], how, rows_all, (long)(steps[i][0] + steps[i][1]) * s->k);
+            CHECK_MSG(touched == 0 && differ == 0,
+                      "[%s] idle experts, micro-batches of %d then %d tokens%s: %ld values of the %ld idle experts "
+                      "written (or not zeros written), %ld of the others differ from the run that writes them all",
+                      s->label, steps[i][0], steps[i][1], how, touched, idle, differ);
+            CHECK_MSG(fabs(sums[0] - sums[1]) <= 1e-6 * sums[1] && !isnan(sums[0]),
+                      "[%s] idle experts, micro-batches of %d then %d tokens%s: squares %.9g, written whole %.9g",
+                      s->label, steps[i][0], steps[i][1], how, sums[0], sums[1]);
+        }
+    c->N = s->N;
+    grads_destroy(&G[0]);
+    grads_destroy(&G[1]);
+    free(h_sq), free(rows);
+    for (int r = 0; r < 2; r++) cudaCheck(cudaFree(sq[r]));
+}
+
 static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, MoeUnfusedWork *w) {
     const int N = s->N, shared = s->S > 0;
     const double daux = 0.01;
@@ -376,6 +454,7 @@ static void check_backward(const Shape *s, const Problem *P, MoeUnfusedActs *a, 
     check_overwrite(s, "unfused overwrite", &ref, unfused_backward, &ctx, 0);
     check_overwrite(s, "mok overwrite", &run[0], mok_backward, &ctx, 1);
     check_squares(s, &ctx);
+    check_idle(s, &ctx);
     cudaCheck(cudaFree(y));
     cudaCheck(cudaFree(dy));
     grads_destroy(&ref);
