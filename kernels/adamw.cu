@@ -143,7 +143,7 @@ template <bool SPLIT>
 void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int state_bf16, long n, const int *live,
                   long block_n, AdamWConst a, int vec, cudaStream_t stream) {
     const long blocks = live ? n / block_n : 1, per = live ? block_n : n;
-    vec = vec && per % 4 == 0;
+    vec = vec && (!live || per % 4 == 0); /* a whole range ends in the element path's tail */
     const long most = kMaxGridBlocks / blocks > 0 ? kMaxGridBlocks / blocks : 1;
     const long x = grid_for(vec ? per / 4 + 4 : per, kThreads);
     const dim3 grid((unsigned)(x < most ? x : most), (unsigned)blocks);

@@ -358,7 +358,7 @@ static void mok_step(BackwardCtx *c, MoeGpuGrads g, int n1, int n2, float *sq) {
     mok_backward(&g, c);
 }
 
-/* MoeGpuGrads.idle_unwritten over check_squares' steps, from gradients that hold NaNs: an expert without rows all
+/* MoeGpuGrads.idle_unwritten over check_squares' steps and two more, from gradients that hold NaNs: an expert without rows all
  * step keeps them (not written) and the saved rows_step says 0 for it; every other expert's gradient has the bits of
  * the same step run without it (which writes zeros for experts without rows, and adds into them); the last
  * micro-batch's squares sum to that run's. Gradients 16-byte aligned (TMA epilogues) and not (register stores). */
@@ -372,7 +372,10 @@ static void check_idle(const Shape *s, BackwardCtx *c) {
     grads_create(&G[0], s);
     grads_create(&G[1], s);
     const int few = s->N < 3 ? s->N : 3;
-    const int steps[][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}};
+    /* as check_squares', and a first micro-batch of fewer tokens than the last: experts whose first rows of the step
+     * come in the last, written there while others are added to */
+    const int steps[][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}, {1, s->N},
+                            {few, s->N}};
     for (int shift = 0; shift <= 1; shift++)
         for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++) {
             double sums[2] = {0, 0};
