@@ -293,12 +293,38 @@ static double device_sumsq(const float *dev, long n) {
     return t;
 }
 
+/* The steps check_squares and check_idle take, {first micro-batch's tokens (0: none), last's}: one micro-batch; two
+ * whose first has all tokens and the last all, 1 or 3 (most experts without rows there); two of 3 and of 1 token
+ * each; two whose first has 1 or 3 tokens and the last all (experts whose first rows of the step come in the last). */
+enum { MOK_STEPS = 8 };
+static void mok_steps(const Shape *s, int steps[MOK_STEPS][2]) {
+    const int few = s->N < 3 ? s->N : 3;
+    const int all[MOK_STEPS][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}, {1, s->N},
+                                   {few, s->N}};
+    memcpy(steps, all, sizeof all);
+}
+
+/* One step of the megakernel's backward into g: a first micro-batch of n1 tokens (none: 0), writing, then a last of
+ * n2, adding (writing without a first), its squares to sq (n_sq floats, NaNs before the last, so that a slot left
+ * unwritten shows). */
+static void mok_step(BackwardCtx *c, MoeGpuGrads g, int n1, int n2, float *sq, long n_sq) {
+    if (n1 > 0) {
+        c->N = n1;
+        g.overwrite_experts = 1;
+        mok_backward(&g, c);
+    }
+    cudaCheck(cudaMemset(sq, 0xff, (size_t)n_sq * sizeof(float)));
+    c->N = n2;
+    g.overwrite_experts = n1 == 0;
+    g.sq = sq;
+    mok_backward(&g, c);
+}
+
 /* MoeGpuGrads.sq: what the megakernel's last backward of a step leaves sums to the routed experts' squared gradient
  * norm (fp32 sums: within 1e-5), every float of it written, whichever way each slot comes: the epilogues (rows in
  * the last micro-batch), zeros (no rows all step), or a read of the gradients (rows in an earlier micro-batch only;
  * tasks at the gradients' edges, as in the narrow shapes; every expert where the gradients are not 16-byte aligned).
- * Steps of one micro-batch, and of two: the last with all tokens or with the first 1 or 3 (most experts without rows
- * there), the first with all tokens or with as few. */
+ * Over mok_steps. */
 static void check_squares(const Shape *s, BackwardCtx *c) {
     const long n_sq = mok_expert_sq_floats(s->E, s->C, s->I);
     float *sq;
@@ -306,23 +332,13 @@ static void check_squares(const Shape *s, BackwardCtx *c) {
     float *h_sq = mallocCheck((size_t)n_sq * sizeof(float));
     Grads G;
     grads_create(&G, s);
-    const int few = s->N < 3 ? s->N : 3;
-    const int steps[][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}};
+    int steps[MOK_STEPS][2];
+    mok_steps(s, steps);
     for (int shift = 0; shift <= 1; shift++)
-        for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++) {
+        for (int i = 0; i < MOK_STEPS; i++) {
             Grads V = G;
             for (int t = G_GATE; t <= G_DOWN; t++) V.g[t] = G.g[t] + shift;
-            MoeGpuGrads g = grads_view(&V, s->S > 0);
-            if (steps[i][0] > 0) { /* a first micro-batch, writing */
-                c->N = steps[i][0];
-                g.overwrite_experts = 1;
-                mok_backward(&g, c);
-            }
-            cudaCheck(cudaMemset(sq, 0xff, (size_t)n_sq * sizeof(float)));
-            c->N = steps[i][1];
-            g.overwrite_experts = steps[i][0] == 0;
-            g.sq = sq;
-            mok_backward(&g, c);
+            mok_step(c, grads_view(&V, s->S > 0), steps[i][0], steps[i][1], sq, n_sq);
             gpu_download(h_sq, sq, (size_t)n_sq * sizeof(float));
             double got = 0;
             long unwritten = 0;
@@ -344,22 +360,8 @@ static void check_squares(const Shape *s, BackwardCtx *c) {
     cudaCheck(cudaFree(sq));
 }
 
-/* One step of the megakernel's backward into g: a first micro-batch of n1 tokens (none: 0), writing, then a last of
- * n2, adding (writing without a first), its squares to sq. */
-static void mok_step(BackwardCtx *c, MoeGpuGrads g, int n1, int n2, float *sq) {
-    if (n1 > 0) {
-        c->N = n1;
-        g.overwrite_experts = 1;
-        mok_backward(&g, c);
-    }
-    c->N = n2;
-    g.overwrite_experts = n1 == 0;
-    g.sq = sq;
-    mok_backward(&g, c);
-}
-
-/* MoeGpuGrads.idle_unwritten over check_squares' steps and two more, from gradients that hold NaNs: an expert without rows all
- * step keeps them (not written) and the saved rows_step says 0 for it; every other expert's gradient has the bits of
+/* MoeGpuGrads.idle_unwritten over mok_steps, from gradients that hold NaNs: an expert without rows all step keeps
+ * them (not written) and the saved rows_step says 0 for it; every other expert's gradient has the bits of
  * the same step run without it (which writes zeros for experts without rows, and adds into them); the last
  * micro-batch's squares sum to that run's. Gradients 16-byte aligned (TMA epilogues) and not (register stores). */
 static void check_idle(const Shape *s, BackwardCtx *c) {
@@ -371,13 +373,10 @@ static void check_idle(const Shape *s, BackwardCtx *c) {
     Grads G[2];
     grads_create(&G[0], s);
     grads_create(&G[1], s);
-    const int few = s->N < 3 ? s->N : 3;
-    /* as check_squares', and a first micro-batch of fewer tokens than the last: experts whose first rows of the step
-     * come in the last, written there while others are added to */
-    const int steps[][2] = {{0, s->N}, {s->N, s->N}, {s->N, 1}, {s->N, few}, {few, few}, {1, 1}, {1, s->N},
-                            {few, s->N}};
+    int steps[MOK_STEPS][2];
+    mok_steps(s, steps);
     for (int shift = 0; shift <= 1; shift++)
-        for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++) {
+        for (int i = 0; i < MOK_STEPS; i++) {
             double sums[2] = {0, 0};
             Grads V[2] = {G[0], G[1]}; /* V[0] idle experts unwritten, V[1] written */
             for (int r = 1; r >= 0; r--) {
@@ -387,7 +386,7 @@ static void check_idle(const Shape *s, BackwardCtx *c) {
                 }
                 MoeGpuGrads g = grads_view(&V[r], s->S > 0);
                 g.idle_unwritten = r == 0;
-                mok_step(c, g, steps[i][0], steps[i][1], sq[r]);
+                mok_step(c, g, steps[i][0], steps[i][1], sq[r], n_sq);
                 gpu_download(h_sq, sq[r], (size_t)n_sq * sizeof(float));
                 for (long j = 0; j < n_sq; j++) sums[r] += h_sq[j];
             }
