@@ -894,6 +894,22 @@ static void *moment_at(void *base, size_t o, int bf16) {
     return bf16 ? (void *)((bf16_t *)base + o) : (void *)((float *)base + o);
 }
 
+/* The AdamW tests' settings, with fp32 or bf16 moments. */
+static TrainConfig adamw_config(int bf16) {
+    TrainConfig tc;
+    memset(&tc, 0, sizeof tc);
+    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
+    tc.optimizer_state = bf16 ? OPT_STATE_BF16 : OPT_STATE_FP32;
+    return tc;
+}
+
+/* Random moments of n parameters as a run keeps them (bf16: rounded so), drawn m first. */
+static void adamw_moments(float **m, float **v, long n, int bf16) {
+    *m = rand_f32(n, -1e-2f, 1e-2f), *v = rand_f32(n, 0, 1e-4f);
+    if (bf16)
+        for (long j = 0; j < n; j++) (*m)[j] = host_bf16_round((*m)[j]), (*v)[j] = host_bf16_round((*v)[j]);
+}
+
 /* Three steps on the GPU against adamw_step, with fp32 or bf16 moments (rounded after each update). */
 static void adamw_case(int bf16) {
     /* Three tensors: aligned (vector path + tail), offset 1004 (aligned, tail of 1), offset 1041
@@ -906,16 +922,12 @@ static void adamw_case(int bf16) {
     ParamTable pt;
     memset(&pt, 0, sizeof pt);
     pt.items = items, pt.count = 3, pt.total = 1041 + 4096;
-    TrainConfig tc;
-    memset(&tc, 0, sizeof tc);
-    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
-    tc.optimizer_state = bf16 ? OPT_STATE_BF16 : OPT_STATE_FP32;
+    const TrainConfig tc = adamw_config(bf16);
     const char *kind = bf16 ? "bf16 moments" : "fp32 moments";
     const long n = (long)pt.total;
     rng_seed(800 + bf16);
-    float *w0 = rand_f32(n, -1, 1), *m0 = rand_f32(n, -1e-2f, 1e-2f), *v0 = rand_f32(n, 0, 1e-4f);
-    if (bf16)
-        for (long j = 0; j < n; j++) m0[j] = host_bf16_round(m0[j]), v0[j] = host_bf16_round(v0[j]);
+    float *w0 = rand_f32(n, -1, 1), *m0, *v0;
+    adamw_moments(&m0, &v0, n, bf16);
     float *w = copy_f32(w0, n), *m = copy_f32(m0, n), *v = copy_f32(v0, n);
     float *d_w = gpu_upload(w0, (size_t)n * 4);
     void *d_m = upload_moment(m0, n, bf16), *d_v = upload_moment(v0, n, bf16);
@@ -1059,14 +1071,10 @@ static void adamw_live_case(int bf16, long block_n) {
     ParamTable pt;
     memset(&pt, 0, sizeof pt);
     pt.items = &item, pt.count = 1, pt.total = (size_t)n;
-    TrainConfig tc;
-    memset(&tc, 0, sizeof tc);
-    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.weight_decay = 0.1;
-    tc.optimizer_state = bf16 ? OPT_STATE_BF16 : OPT_STATE_FP32;
+    const TrainConfig tc = adamw_config(bf16);
     rng_seed(900 + bf16 + block_n);
-    float *w = rand_f32(n, -1, 1), *m = rand_f32(n, -1e-2f, 1e-2f), *v = rand_f32(n, 0, 1e-4f);
-    if (bf16)
-        for (long j = 0; j < n; j++) m[j] = host_bf16_round(m[j]), v[j] = host_bf16_round(v[j]);
+    float *w = rand_f32(n, -1, 1), *m, *v;
+    adamw_moments(&m, &v, n, bf16);
     float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
     void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
     int *d_live = gpu_upload(live, sizeof live);
