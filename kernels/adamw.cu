@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <math.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -15,6 +16,8 @@
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kOwedTensors = 3;
+constexpr int kOwedGrid = 1056; /* 8 blocks of kThreads on each of an H200's 132 SMs */
 
 struct AdamWConst {
     float lr, b1, b2, omb1, omb2, ic1, ic2, eps, wd, gs;
@@ -108,15 +111,20 @@ template <bool SPLIT> struct Masters {
 };
 
 /* blockIdx.y: the elements [y block_n, (y + 1) block_n) of n, whose gradient is zeros, not read, where live[y] is 0
- * (live NULL: one block of all n). With vec, block_n is a multiple of 4. */
+ * (live NULL: one block of all n). With updated, such a block is not touched at all (its update deferred to
+ * adamw_catch_up_kernel) and a live one records `call` as its state's. With vec, block_n is a multiple of 4. */
 template <bool BF16, bool SPLIT>
 __global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Moments<BF16>::T *m,
-                             typename Moments<BF16>::T *v, long n, const int *live, long block_n, AdamWConst a,
-                             int vec) {
+                             typename Moments<BF16>::T *v, long n, const int *live, long block_n, int *updated,
+                             int call, AdamWConst a, int vec) {
     typedef Moments<BF16> S;
     const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
     const long b0 = (long)blockIdx.y * block_n, b1 = min(n, b0 + block_n);
     const bool zeros = live && live[blockIdx.y] == 0;
+    if (updated) {
+        if (zeros) return;
+        if (tid == 0) updated[blockIdx.y] = call;
+    }
     const long g0 = b0 / 4, g1 = vec ? g0 + (b1 - b0) / 4 : g0;
     for (long gi = g0 + tid; gi < g1; gi += stride) {
         float4 w = p.load4(gi);
@@ -139,9 +147,88 @@ __global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Mome
     }
 }
 
+/* The blocks owed calls: list[0] = their count, then (block, its state's call) pairs in block order; updated[b] =
+ * upto for each, as the catch-up will leave them. One warp, 32 blocks a round. */
+__global__ void adamw_owed_kernel(int *list, int *updated, const int *rows_at, int blocks, int upto) {
+    const int lane = threadIdx.x;
+    int count = 0;
+    for (int b0 = 0; b0 < blocks; b0 += 32) {
+        const int b = b0 + lane;
+        const bool wanted = b < blocks && (!rows_at || rows_at[b + 1] > rows_at[b]);
+        const int from = wanted ? updated[b] : upto;
+        const unsigned owed = __ballot_sync(0xffffffffu, from < upto);
+        if (from < upto) {
+            const int at = count + __popc(owed & ((1u << lane) - 1));
+            list[1 + 2 * at] = b, list[2 + 2 * at] = from;
+            updated[b] = upto;
+        }
+        count += __popc(owed);
+    }
+    if (lane == 0) list[0] = count;
+}
+
+/* Up to three tensors that share their blocks' calls (an MoE layer's w_gate, w_up, w_down). */
+template <bool BF16, bool SPLIT> struct OwedTensors {
+    Masters<SPLIT> p[kOwedTensors];
+    typename Moments<BF16>::T *m[kOwedTensors], *v[kOwedTensors];
+    float wd[kOwedTensors];
+};
+
+/* Call c's constants from sched (gpu_adamw_record), the others a's. */
+__device__ __forceinline__ AdamWConst call_const(AdamWConst a, const float *sched, int c) {
+    a.lr = __ldg(sched + 3 * c), a.ic1 = __ldg(sched + 3 * c + 1), a.ic2 = __ldg(sched + 3 * c + 2);
+    return a;
+}
+
+/* The owed blocks of adamw_owed_kernel's list, each block and tensor in turn over the whole grid (whatever the list's
+ * length). Each element replays calls from + 1 .. upto as adamw_kernel ran them on a block with zeros for its
+ * gradient (the same adamw_elem with each call's constants), its state in registers between calls: split masters
+ * and bf16 moments round trip exactly (master_split.cuh), so the bits are those the calls would have left. */
+template <bool BF16, bool SPLIT>
+__global__ void adamw_catch_up_kernel(OwedTensors<BF16, SPLIT> t, int n_tensors, long block_n, const int *list,
+                                      int upto, const float *sched, AdamWConst a, int vec) {
+    typedef Moments<BF16> S;
+    const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
+    const int owed = list[0] * n_tensors;
+    for (int ek = 0; ek < owed; ek++) {
+        const int k = ek % n_tensors, b = list[1 + 2 * (ek / n_tensors)], from = list[2 + 2 * (ek / n_tensors)];
+        const Masters<SPLIT> p = t.p[k];
+        typename S::T *m = t.m[k], *v = t.v[k];
+        AdamWConst ak = a;
+        ak.wd = t.wd[k];
+        if (vec) {
+            for (long i = (long)b * (block_n / 4) + tid, end = (long)(b + 1) * (block_n / 4); i < end; i += stride) {
+                float4 w = p.load4(i), mm = S::load4(m, i), vv = S::load4(v, i);
+                for (int c = from + 1; c <= upto; c++) {
+                    const AdamWConst s = call_const(ak, sched, c);
+                    adamw_elem<BF16>(w.x, 0.0f, mm.x, vv.x, s);
+                    adamw_elem<BF16>(w.y, 0.0f, mm.y, vv.y, s);
+                    adamw_elem<BF16>(w.z, 0.0f, mm.z, vv.z, s);
+                    adamw_elem<BF16>(w.w, 0.0f, mm.w, vv.w, s);
+                }
+                p.store4(i, w);
+                S::store4(m, i, mm);
+                S::store4(v, i, vv);
+            }
+        } else {
+            for (long i = (long)b * block_n + tid, end = (long)(b + 1) * block_n; i < end; i += stride) {
+                float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
+                for (int c = from + 1; c <= upto; c++) adamw_elem<BF16>(w, 0.0f, mm, vv, call_const(ak, sched, c));
+                p.store(i, w);
+                S::store(m, i, mm);
+                S::store(v, i, vv);
+            }
+        }
+    }
+}
+
+__global__ void adamw_record_kernel(float *sched, int call, float lr, float ic1, float ic2) {
+    sched[3 * call] = lr, sched[3 * call + 1] = ic1, sched[3 * call + 2] = ic2;
+}
+
 template <bool SPLIT>
 void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int state_bf16, long n, const int *live,
-                  long block_n, AdamWConst a, int vec, cudaStream_t stream) {
+                  long block_n, int *updated, int call, AdamWConst a, int vec, cudaStream_t stream) {
     const long blocks = live ? n / block_n : 1, per = live ? block_n : n;
     vec = vec && (!live || per % 4 == 0); /* a whole range ends in the element path's tail */
     const long most = kMaxGridBlocks / blocks > 0 ? kMaxGridBlocks / blocks : 1;
@@ -149,24 +236,34 @@ void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int st
     const dim3 grid((unsigned)(x < most ? x : most), (unsigned)blocks);
     if (state_bf16)
         adamw_kernel<true, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<__nv_bfloat16 *>(m),
-                                                                 static_cast<__nv_bfloat16 *>(v), n, live, per, a, vec);
+                                                                 static_cast<__nv_bfloat16 *>(v), n, live, per,
+                                                                 updated, call, a, vec);
     else
         adamw_kernel<false, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<float *>(m),
-                                                                  static_cast<float *>(v), n, live, per, a, vec);
+                                                                  static_cast<float *>(v), n, live, per, updated,
+                                                                  call, a, vec);
 }
 
-} // namespace
+template <bool BF16, bool SPLIT>
+void catch_up_launch(const AdamWTensor *ts, int n_tensors, long block_n, const int *list, int upto,
+                     const float *sched, AdamWConst a, int vec, cudaStream_t stream) {
+    typedef typename Moments<BF16>::T T;
+    OwedTensors<BF16, SPLIT> t;
+    memset(&t, 0, sizeof t);
+    for (int k = 0; k < n_tensors; k++) {
+        t.p[k] = Masters<SPLIT>{ts[k].params, reinterpret_cast<__nv_bfloat16 *>(ts[k].params_bf16), ts[k].params_lo};
+        t.m[k] = static_cast<T *>(ts[k].m), t.v[k] = static_cast<T *>(ts[k].v);
+        t.wd[k] = (float)ts[k].weight_decay;
+    }
+    /* enough threads to fill the GPU whatever the list holds; an empty list costs their exit */
+    adamw_catch_up_kernel<BF16, SPLIT><<<kOwedGrid, kThreads, 0, stream>>>(t, n_tensors, block_n, list, upto, sched,
+                                                                            a, vec);
+}
 
-extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m,
-                          void *v, int state_bf16, long n, const int *live, long block_n, double lr, double beta1,
-                          double beta2, double eps, double weight_decay, double grad_scale, long t_step,
-                          cudaStream_t stream) {
-    if (n <= 0) return;
-    if (live && (block_n <= 0 || n % block_n != 0 || n / block_n > 65535))
-        mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: live blocks need n a multiple of block_n, at most 65535 "
-                        "blocks", __FILE__, __LINE__);
+/* The same host-side conversions as adamw_step (src/optim.c). */
+AdamWConst adamw_const(double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
+                       long t_step) {
     AdamWConst a;
-    /* The same host-side conversions as adamw_step (src/optim.c). */
     a.b1 = (float)beta1;
     a.b2 = (float)beta2;
     a.eps = (float)eps;
@@ -177,18 +274,80 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo
     a.wd = (float)weight_decay;
     a.omb1 = 1.0f - a.b1;
     a.omb2 = 1.0f - a.b2;
+    return a;
+}
+
+} // namespace
+
+extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m,
+                          void *v, int state_bf16, long n, const int *live, long block_n, int *updated, int call,
+                          double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
+                          long t_step, cudaStream_t stream) {
+    if (n <= 0) return;
+    if (live && (block_n <= 0 || n % block_n != 0 || n / block_n > 65535))
+        mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: live blocks need n a multiple of block_n, at most 65535 "
+                        "blocks", __FILE__, __LINE__);
+    if (updated && !live)
+        mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: updated needs live", __FILE__, __LINE__);
+    const AdamWConst a = adamw_const(lr, beta1, beta2, eps, weight_decay, grad_scale, t_step);
     const int state_align = state_bf16 ? 8 : 16;
     const int vec_rest = aligned(grads, 16) && aligned(m, state_align) && aligned(v, state_align);
     __nv_bfloat16 *pbf = reinterpret_cast<__nv_bfloat16 *>(params_bf16);
     if (params) {
         const int vec = vec_rest && aligned(params, 16) && (!params_bf16 || aligned(params_bf16, 8));
-        adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, live, block_n, a, vec, stream);
+        adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, live, block_n, updated, call, a,
+                     vec, stream);
     } else {
         if (!params_bf16 || !params_lo)
             mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: split masters need params_bf16 and params_lo",
                             __FILE__, __LINE__);
         const int vec = vec_rest && aligned(params_bf16, 8) && aligned(params_lo, 8);
-        adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, live, block_n, a, vec, stream);
+        adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, live, block_n, updated, call,
+                     a, vec, stream);
     }
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_adamw_record(float *sched, int call, double lr, double beta1, double beta2, long t_step,
+                                 cudaStream_t stream) {
+    const AdamWConst a = adamw_const(lr, beta1, beta2, 0.0, 0.0, 1.0, t_step);
+    adamw_record_kernel<<<1, 1, 0, stream>>>(sched, call, a.lr, a.ic1, a.ic2);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_adamw_owed(int *list, int *updated, const int *rows_at, int blocks, int upto,
+                               cudaStream_t stream) {
+    adamw_owed_kernel<<<1, 32, 0, stream>>>(list, updated, rows_at, blocks, upto);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_adamw_catch_up(const AdamWTensor *tensors, int n_tensors, int state_bf16, long block_n,
+                                   const int *list, int upto, const float *sched, double beta1, double beta2,
+                                   double eps, cudaStream_t stream) {
+    if (n_tensors < 1 || n_tensors > kOwedTensors || block_n <= 0)
+        mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw_catch_up: 1 to 3 tensors, blocks of at least 1 element",
+                        __FILE__, __LINE__);
+    const int split = tensors[0].params == NULL, state_align = state_bf16 ? 8 : 16;
+    int vec = block_n % 4 == 0;
+    for (int k = 0; k < n_tensors; k++) {
+        const AdamWTensor *t = &tensors[k];
+        if ((t->params == NULL) != split || (split && (!t->params_bf16 || !t->params_lo)))
+            mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw_catch_up: the tensors' masters all fp32 or all split "
+                            "(params_bf16 and params_lo)", __FILE__, __LINE__);
+        vec = vec && aligned(t->m, state_align) && aligned(t->v, state_align) &&
+              (split ? aligned(t->params_bf16, 8) && aligned(t->params_lo, 8)
+                     : aligned(t->params, 16) && (!t->params_bf16 || aligned(t->params_bf16, 8)));
+    }
+    /* lr, ic1, ic2 come from sched, wd from each tensor; a zero gradient at scale 1 is the scaled zero of any step's
+     * positive scale */
+    const AdamWConst a = adamw_const(0.0, beta1, beta2, eps, 0.0, 1.0, 1);
+    if (state_bf16 && split)
+        catch_up_launch<true, true>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
+    else if (state_bf16)
+        catch_up_launch<true, false>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
+    else if (split)
+        catch_up_launch<false, true>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
+    else
+        catch_up_launch<false, false>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
     cudaCheckLaunch();
 }

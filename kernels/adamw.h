@@ -29,6 +29,9 @@ extern "C" {
  * step taken with the rounded values (adamw_step with optimizer_state bf16); else fp32 (n).
  * live: NULL, or (n / block_n, at most 65535) flags of blocks of block_n elements: where live[b] is 0 the gradient
  * of block b is zeros and is not read (an idle expert's, MoeGpuGrads.idle_unwritten; the same bits as zeros read).
+ * updated (needs live): NULL, or (n / block_n) call numbers: then a block with live[b] 0 is not touched at all, its
+ * update owed until gpu_adamw_catch_up makes it good, and a live block sets updated[b] = call (its state holds the
+ * updates of calls up to `call`; gpu_adamw_record(call) must hold this call's constants before a catch-up replays it).
  * params fp32 (n) or params_bf16 bf16 and params_lo int16 (n), m, v updated in place; grads fp32 (n), read only;
  * with params, params_bf16 bf16 (n) overwritten. t_step is the 1-based step count. weight_decay: the config's value
  * for decayed tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the same
@@ -37,8 +40,33 @@ extern "C" {
  * 8-byte aligned the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
  * otherwise 1 (same results). */
 void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m, void *v,
-               int state_bf16, long n, const int *live, long block_n, double lr, double beta1, double beta2,
-               double eps, double weight_decay, double grad_scale, long t_step, cudaStream_t stream);
+               int state_bf16, long n, const int *live, long block_n, int *updated, int call, double lr, double beta1,
+               double beta2, double eps, double weight_decay, double grad_scale, long t_step, cudaStream_t stream);
+
+/* Deferred updates (gpu_adamw's `updated`). An idle block's update depends on nothing but its own state and the
+ * call's constants (its gradient is zeros), so it can wait until the state is read and be replayed then, in the same
+ * float operations: a block idle for c calls costs one pass over its state, not c.
+ *
+ * gpu_adamw_record: sched[3 call .. 3 call + 2] = (lr, ic1, ic2) of gpu_adamw(lr, t_step) as floats.
+ * gpu_adamw_owed: of blocks 0 .. blocks - 1, those wanted (rows_at NULL: all; else rows_at[b + 1] > rows_at[b], a
+ * layer's expert offsets) whose updated[b] < upto: list[0] = their count, then (b, updated[b]) pairs in block order
+ * (list: 1 + 2 blocks ints); updated[b] = upto for them.
+ * gpu_adamw_catch_up: for each listed block of each tensor (the tensors share the blocks' calls: n_tensors of 1 to
+ * 3, blocks of block_n elements, masters all fp32 or all split), gpu_adamw's updates of calls updated[b] + 1 .. upto
+ * with zeros for the gradient and sched's constants of each call: the bits those calls would have left. */
+typedef struct {
+    float *params;        /* fp32 masters (a bf16 copy in params_bf16 if not NULL), or NULL: split masters */
+    bf16_t *params_bf16;
+    int16_t *params_lo;
+    void *m, *v;
+    double weight_decay;  /* the tensor's (0 if not decayed) */
+} AdamWTensor;
+
+void gpu_adamw_record(float *sched, int call, double lr, double beta1, double beta2, long t_step,
+                      cudaStream_t stream);
+void gpu_adamw_owed(int *list, int *updated, const int *rows_at, int blocks, int upto, cudaStream_t stream);
+void gpu_adamw_catch_up(const AdamWTensor *tensors, int n_tensors, int state_bf16, long block_n, const int *list,
+                        int upto, const float *sched, double beta1, double beta2, double eps, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

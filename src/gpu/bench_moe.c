@@ -235,8 +235,9 @@ static void layer_destroy(Layer *L) {
 
 static MoeGpuWeights layer_weights(const Layer *L) {
     const int S = L->d.n_shared > 0;
-    MoeGpuWeights w = {L->w[T_ROUTER], L->w[T_GATE], L->w[T_UP], L->w[T_DOWN], S ? L->w[T_SGATE] : NULL,
-                       S ? L->w[T_SUP] : NULL, S ? L->w[T_SDOWN] : NULL};
+    MoeGpuWeights w = {.router = L->w[T_ROUTER], .w_gate = L->w[T_GATE], .w_up = L->w[T_UP],
+                       .w_down = L->w[T_DOWN], .shared_gate = S ? L->w[T_SGATE] : NULL,
+                       .shared_up = S ? L->w[T_SUP] : NULL, .shared_down = S ? L->w[T_SDOWN] : NULL};
     return w;
 }
 

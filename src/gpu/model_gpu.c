@@ -43,6 +43,7 @@
 #include "gpu/memory_plan.h"
 #include "gpu/moe_mok.h"
 #include "gpu/moe_unfused.h"
+#include "gpu/experts_deferred.h"
 #include "gpu/step_timer.h"
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes (a micro-batch of 8192 rows at
@@ -107,6 +108,10 @@ struct GpuModel {
      * 8 bytes a parameter of an idle expert a step: mokc-small-1gpu leaves 106 of a layer's 128 idle at steps 11-20,
      * 43 at steps 81-100 (s41 r1). */
     int experts_idle_unwritten;
+    /* Their AdamW updates, too, owed until a forward routes tokens to them or the state is read whole
+     * (gpu/experts_deferred.h): where their gradients are left unwritten. on: the updates are owed. */
+    ExpertsDeferred deferred;
+    int deferred_on;
     bf16_t *params_bf16;
     bf16_t *wqkv_bf16;            /* (L, C, QD + 2 KD): each layer's bf16 wq, wk, wv side by side (qkv_weights_copy) */
     float *expert_bias;           /* (L, E) */
@@ -329,6 +334,29 @@ static void plan_model(GpuModel *g) {
     }
 }
 
+/* The routed experts' tensors as the deferred updates take them; on from the start. */
+static void create_deferred(GpuModel *g) {
+    const ModelDims *d = g->d;
+    experts_deferred_init(&g->deferred, d->L - d->first_dense, d->E_local, (long)d->C * d->Im, state_bf16(g),
+                          g->tc->beta1, g->tc->beta2, g->tc->eps);
+    int *seen = callocCheck((size_t)g->deferred.layers, sizeof(int)); /* a layer's expert tensors so far */
+    for (int i = 0; i < g->t->count; i++) {
+        const ParamInfo *p = &g->t->items[i];
+        if (p->kind != PARAM_EXPERT) continue;
+        const int layer = p->layer - d->first_dense, k = seen[layer]++;
+        if (k >= DEFERRED_TENSORS || (long)(p->numel / p->shape[0]) != g->deferred.per)
+            mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_model: expert tensor %s does not fit the deferred updates "
+                     "(internal)", p->name);
+        const int fp32 = master_fp32(g, p);
+        g->deferred.t[layer * DEFERRED_TENSORS + k] = (AdamWTensor){
+            .params = fp32 ? g->params + g->master_at[i] : NULL, .params_bf16 = g->params_bf16 + p->offset,
+            .params_lo = fp32 ? NULL : g->params_lo + g->master_at[i], .m = moment_at(g, g->adam_m, p->offset),
+            .v = moment_at(g, g->adam_v, p->offset), .weight_decay = p->decay ? g->tc->weight_decay : 0.0};
+    }
+    free(seen);
+    g->deferred_on = 1;
+}
+
 static void create_moe(GpuModel *g) {
     const ModelDims *d = g->d;
     MoeGpuDims md = moe_gpu_dims(d);
@@ -338,6 +366,7 @@ static void create_moe(GpuModel *g) {
         g->moe_saved = callocCheck((size_t)d->L, sizeof(MoeMokSaved));
         for (int l = d->first_dense; l < d->L; l++)
             moe_mok_saved_create(&g->moe_saved[l], &md, g->N, l - d->first_dense);
+        if (g->experts_idle_unwritten) create_deferred(g);
     } else {
         g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
         for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
@@ -401,6 +430,7 @@ void gpu_model_destroy(GpuModel *g) {
     cudaCheck(cudaDeviceSynchronize());
     if (g->has_moe) {
         if (g->moe_mok) {
+            if (g->experts_idle_unwritten) experts_deferred_free(&g->deferred);
             for (int l = g->d->first_dense; l < g->d->L; l++) moe_mok_saved_destroy(&g->moe_saved[l]);
             moe_mok_destroy(g->moe_mok);
         } else {
@@ -492,6 +522,11 @@ static void masters_from_grads(GpuModel *g) {
     qkv_weights_copy(g);
 }
 
+/* A new state owes nothing. */
+static void deferred_reset(GpuModel *g) {
+    if (g->deferred_on) experts_deferred_reset(&g->deferred, g->stream);
+}
+
 /* The fp32 masters into the gradient buffer (the table's layout), the way back. */
 static void masters_to_grads(GpuModel *g) {
     for (int i = 0; i < g->t->count; i++) {
@@ -513,6 +548,7 @@ void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, co
     cudaCheck(cudaMemcpyAsync(g->grads, params, bytes, cudaMemcpyHostToDevice, g->stream));
     g->emb_grad_rows = -1; /* the gradient buffer holds staging: the next zero_grads clears all of it */
     masters_from_grads(g);
+    deferred_reset(g);
     if (m) upload_moment(g, g->adam_m, m); /* after: bf16 moments pass through the gradient buffer too */
     if (v) upload_moment(g, g->adam_v, v);
     cudaCheck(cudaStreamSynchronize(g->stream));
@@ -536,12 +572,14 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
     cudaCheck(cudaMemsetAsync(g->adam_m, 0, bytes, g->stream));
     cudaCheck(cudaMemsetAsync(g->adam_v, 0, bytes, g->stream));
     masters_from_grads(g);
+    deferred_reset(g);
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
     size_t bytes = g->t->total * sizeof(float);
     cudaCheck(cudaDeviceSynchronize());
+    if (g->deferred_on) experts_deferred_settle(&g->deferred, g->stream);
     g->emb_grad_rows = -1;
     masters_to_grads(g);
     cudaCheck(cudaMemcpyAsync(params, g->grads, bytes, cudaMemcpyDeviceToHost, g->stream));
@@ -569,6 +607,7 @@ void gpu_model_download_grads(GpuModel *g, float *grads) {
 }
 
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16) {
+    if (g->deferred_on) experts_deferred_settle(&g->deferred, g->stream);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(params_bf16, g->params_bf16, g->t->total * sizeof(bf16_t), cudaMemcpyDeviceToHost));
 }
@@ -584,6 +623,14 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows) {
     if (rows >= 1 && rows <= g->head_rows) g->head_rows = rows;
     if (grad_rows >= g->head_rows && grad_rows <= g->head_grad_rows) g->head_grad_rows = grad_rows;
     return g->head_rows == rows && g->head_grad_rows == grad_rows;
+}
+
+int gpu_model_set_deferred(GpuModel *g, int on) {
+    on = on && g->experts_idle_unwritten;
+    if (g->deferred_on && !on) experts_deferred_settle(&g->deferred, g->stream);
+    if (on && !g->deferred_on) experts_deferred_reset(&g->deferred, g->stream);
+    g->deferred_on = on;
+    return on;
 }
 
 /* Tensors whose gradient a step's first backward writes whole instead of adding to, so zero_grads leaves them: the
@@ -712,6 +759,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         return 0;
     }
     MoeGpuWeights w = moe_weights(g, o);
+    if (g->deferred_on) w.deferred = &g->deferred, w.deferred_layer = l - d->first_dense;
     const float *bias = g->expert_bias + (size_t)l * d->E;
     double aux = 0;
     mark(g, STEP_MOE, "moe fwd"); /* x_next = x_mid + the layer's output, added in its combine */
@@ -1035,14 +1083,18 @@ double gpu_model_grad_norm(GpuModel *g) {
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     const TrainConfig *tc = g->tc;
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "adamw");
+    const int call = g->deferred_on ? experts_deferred_call(&g->deferred, lr, t, g->stream) : 0;
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         const size_t o = p->offset, at = g->master_at[i];
         const int fp32 = master_fp32(g, p), idle = p->kind == PARAM_EXPERT && g->experts_idle_unwritten;
+        int *updated = idle && g->deferred_on ? experts_deferred_updated(&g->deferred, p->layer - g->d->first_dense)
+                                              : NULL;
         gpu_adamw(fp32 ? g->params + at : NULL, g->params_bf16 + o, fp32 ? NULL : g->params_lo + at, g->grads + o,
                   moment_at(g, g->adam_m, o), moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel,
-                  idle ? g->moe_saved[p->layer].rows_step : NULL, idle ? (long)(p->numel / p->shape[0]) : 0, lr,
-                  tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t, g->stream);
+                  idle ? g->moe_saved[p->layer].rows_step : NULL, idle ? (long)(p->numel / p->shape[0]) : 0, updated,
+                  call, lr, tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t,
+                  g->stream);
     }
     qkv_weights_copy(g);
     step_timer_end(&g->timer);

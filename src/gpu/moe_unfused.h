@@ -90,6 +90,11 @@ typedef struct {
     const bf16_t *shared_gate; /* (C, S*I); NULL when S = 0                      */
     const bf16_t *shared_up;   /* (C, S*I)                                       */
     const bf16_t *shared_down; /* (S*I, C)                                       */
+    /* NULL, or the optimizer's updates the routed experts of MoE layer deferred_layer owe (gpu/experts_deferred.h):
+     * the megakernel's forward makes them good for its experts with rows before it reads them (the unfused layer
+     * takes none) */
+    const struct ExpertsDeferred *deferred;
+    int deferred_layer;
 } MoeGpuWeights;
 
 /* fp32 gradients, same shapes as MoeGpuWeights; the backward ADDS into them, except the routed

@@ -111,6 +111,13 @@ static inline void *gpu_poisoned(size_t bytes) {
 }
 
 /* Number of NaN entries in a float array (after a download from a poisoned buffer). */
+/* Elements whose bits differ. */
+static inline long count_bit_mismatch_f32(const float *a, const float *b, long n) {
+    long c = 0;
+    for (long i = 0; i < n; i++) c += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return c;
+}
+
 static inline long count_nan(const float *x, long n) {
     long c = 0;
     for (long i = 0; i < n; i++) c += isnan(x[i]) != 0;

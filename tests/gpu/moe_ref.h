@@ -70,8 +70,9 @@ static inline void moe_ref_dev_free(void *dev[W_COUNT]) {
 
 static inline MoeGpuWeights moe_ref_gpu_weights(void *const *dev, int n_shared) {
     const int S = n_shared > 0;
-    MoeGpuWeights w = {dev[W_ROUTER], dev[W_GATE], dev[W_UP], dev[W_DOWN], S ? dev[W_SGATE] : NULL,
-                       S ? dev[W_SUP] : NULL, S ? dev[W_SDOWN] : NULL};
+    MoeGpuWeights w = {.router = dev[W_ROUTER], .w_gate = dev[W_GATE], .w_up = dev[W_UP], .w_down = dev[W_DOWN],
+                       .shared_gate = S ? dev[W_SGATE] : NULL, .shared_up = S ? dev[W_SUP] : NULL,
+                       .shared_down = S ? dev[W_SDOWN] : NULL};
     return w;
 }
 

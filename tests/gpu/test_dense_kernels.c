@@ -111,12 +111,6 @@ static double rel_error_increment(const float *a, const float *b, const float *b
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static long count_bit_mismatch_f32(const float *a, const float *b, long n) {
-    long c = 0;
-    for (long i = 0; i < n; i++) c += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    return c;
-}
-
 static int bits_equal(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
 
 /* A device copy of host data at an element offset of `shift` (0: 256-byte aligned; 1: misaligned,
@@ -903,6 +897,14 @@ static TrainConfig adamw_config(int bf16) {
     return tc;
 }
 
+/* A table of one decayed tensor of n parameters. */
+static void one_decayed_tensor(ParamTable *pt, ParamInfo *item, long n) {
+    memset(item, 0, sizeof *item);
+    item->numel = (size_t)n, item->decay = true;
+    memset(pt, 0, sizeof *pt);
+    pt->items = item, pt->count = 1, pt->total = (size_t)n;
+}
+
 /* Random moments of n parameters as a run keeps them (bf16: rounded so), drawn m first. */
 static void adamw_moments(float **m, float **v, long n, int bf16) {
     *m = rand_f32(n, -1e-2f, 1e-2f), *v = rand_f32(n, 0, 1e-4f);
@@ -942,7 +944,7 @@ static void adamw_case(int bf16) {
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
             gpu_adamw(d_w + o, d_b + o, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
@@ -977,7 +979,7 @@ static void adamw_case(int bf16) {
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
             gpu_adamw(d_w + o, NULL, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
@@ -999,7 +1001,7 @@ static void adamw_case(int bf16) {
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
             gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
+                      (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
                       items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
         }
     }
@@ -1039,7 +1041,7 @@ static void adamw_case(int bf16) {
         size_t o = items[i].offset;
         gpu_master_split(d_h + o, d_l + o, d_w + o, (long)items[i].numel, 0);
         gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                  (long)items[i].numel, NULL, 0, 0.0, tc.beta1, tc.beta2, tc.eps,
+                  (long)items[i].numel, NULL, 0, NULL, 0, 0.0, tc.beta1, tc.beta2, tc.eps,
                   items[i].decay ? tc.weight_decay : 0.0, 1.0, 4, 0);
         gpu_master_join(d_w + o, d_h + o, d_l + o, (long)items[i].numel, 0);
     }
@@ -1066,11 +1068,8 @@ static void adamw_live_case(int bf16, long block_n) {
     const long n = BLOCKS * block_n;
     const int live[BLOCKS] = {3, 0, 0, 17, 0, 1};
     ParamInfo item;
-    memset(&item, 0, sizeof item);
-    item.numel = (size_t)n, item.decay = true;
     ParamTable pt;
-    memset(&pt, 0, sizeof pt);
-    pt.items = &item, pt.count = 1, pt.total = (size_t)n;
+    one_decayed_tensor(&pt, &item, n);
     const TrainConfig tc = adamw_config(bf16);
     rng_seed(900 + bf16 + block_n);
     float *w = rand_f32(n, -1, 1), *m, *v;
@@ -1088,7 +1087,7 @@ static void adamw_live_case(int bf16, long block_n) {
                                               cudaMemcpyHostToDevice));
             else memset(g + b * block_n, 0, (size_t)block_n * 4);
         adamw_step(w, g, m, v, &pt, &tc, 1e-3, 0.5, step + 1);
-        gpu_adamw(NULL, d_h, d_l, d_g, d_m, d_v, bf16, n, d_live, block_n, 1e-3, tc.beta1, tc.beta2, tc.eps,
+        gpu_adamw(NULL, d_h, d_l, d_g, d_m, d_v, bf16, n, d_live, block_n, NULL, 0, 1e-3, tc.beta1, tc.beta2, tc.eps,
                   tc.weight_decay, 0.5, step + 1, 0);
         free(g);
     }
@@ -1103,12 +1102,112 @@ static void adamw_live_case(int bf16, long block_n) {
     free(w), free(m), free(v), free(gw), free(gm), free(gv);
 }
 
+/* Deferred updates (gpu_adamw's updated; gpu_adamw_record, _owed, _catch_up) as training uses them, on two tensors
+ * that share their blocks' calls (the first decayed, the second not): before each call the blocks about to be live
+ * catch up (a forward reads them), then the call on each tensor, and after the last a catch-up of every block (the
+ * state read whole). Every element, masters and moments, must be adamw_step's with zero gradients in the idle blocks
+ * (their gradient memory holds NaNs): blocks idle from the start, live throughout, alternating, idle for three calls,
+ * live only at the first. split: the masters as pairs (master_split.h), else fp32 with a bf16 copy. */
+static void adamw_deferred_case(int bf16, int split, long block_n) {
+    enum { BLOCKS = 5, STEPS = 7, TENSORS = 2 };
+    static const int live[STEPS][BLOCKS] = {{0, 4, 1, 0, 9}, {0, 2, 0, 0, 0}, {0, 1, 3, 0, 0}, {0, 8, 0, 2, 0},
+                                            {0, 1, 5, 0, 0}, {0, 3, 0, 0, 0}, {0, 6, 2, 7, 0}};
+    const double lrs[STEPS] = {1e-3, 2e-3, 1.5e-3, 7e-4, 3e-4, 2.2e-3, 9e-4};
+    const long per = BLOCKS * block_n, n = TENSORS * per;
+    ParamInfo items[TENSORS];
+    memset(items, 0, sizeof items);
+    items[0].numel = items[1].numel = (size_t)per, items[1].offset = (size_t)per, items[0].decay = true;
+    ParamTable pt;
+    memset(&pt, 0, sizeof pt);
+    pt.items = items, pt.count = TENSORS, pt.total = (size_t)n;
+    const TrainConfig tc = adamw_config(bf16);
+    rng_seed(950 + 2 * bf16 + split + block_n);
+    float *w = rand_f32(n, -1, 1), *m, *v;
+    adamw_moments(&m, &v, n, bf16);
+    float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
+    float *d_sched = gpu_poisoned(3 * (STEPS + 1) * sizeof(float));
+    void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
+    bf16_t *d_h = gpu_poisoned((size_t)n * 2);
+    int16_t *d_l = split ? gpu_poisoned((size_t)n * 2) : NULL;
+    if (split) gpu_master_split(d_h, d_l, d_w, n, 0);
+    AdamWTensor ts[TENSORS];
+    for (int k = 0; k < TENSORS; k++)
+        ts[k] = (AdamWTensor){.params = split ? NULL : d_w + k * per, .params_bf16 = d_h + k * per,
+                              .params_lo = split ? d_l + k * per : NULL, .m = moment_at(d_m, (size_t)(k * per), bf16),
+                              .v = moment_at(d_v, (size_t)(k * per), bf16),
+                              .weight_decay = k == 0 ? tc.weight_decay : 0};
+    const int zeros[BLOCKS] = {0};
+    int *d_updated = gpu_upload(zeros, sizeof zeros), *d_live = gpu_poisoned(sizeof zeros);
+    int *d_rows = gpu_poisoned((BLOCKS + 1) * sizeof(int)), *d_owed = gpu_poisoned((1 + 2 * BLOCKS) * sizeof(int));
+    int bad_owed = 0;
+    for (int step = 0; step < STEPS; step++) {
+        int rows_at[BLOCKS + 1] = {0};
+        for (int b = 0; b < BLOCKS; b++) rows_at[b + 1] = rows_at[b] + live[step][b];
+        cudaCheck(cudaMemcpy(d_rows, rows_at, sizeof rows_at, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_live, live[step], sizeof zeros, cudaMemcpyHostToDevice));
+        gpu_adamw_owed(d_owed, d_updated, d_rows, BLOCKS, step, 0);
+        gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, step, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+        /* the list: the blocks live now and idle at the step before, in order, with the last call they were live */
+        int want[1 + 2 * BLOCKS] = {0}, *got = dl_raw(d_owed, sizeof want);
+        for (int b = 0; b < BLOCKS; b++) {
+            int last = 0;
+            for (int s2 = 0; s2 < step; s2++) last = live[s2][b] ? s2 + 1 : last;
+            if (live[step][b] && step > 0 && !live[step - 1][b]) {
+                want[1 + 2 * want[0]] = b, want[2 + 2 * want[0]] = last;
+                want[0]++;
+            }
+        }
+        bad_owed += memcmp(got, want, sizeof(int) * (1 + 2 * (size_t)want[0])) != 0;
+        free(got);
+        float *g = rand_f32(n, -1, 1);
+        for (int k = 0; k < TENSORS; k++)
+            for (int b = 0; b < BLOCKS; b++) { /* the device's idle blocks keep their NaNs; the CPU's are zeros */
+                float *gb = g + k * per + b * block_n;
+                if (live[step][b])
+                    cudaCheck(cudaMemcpy(d_g + (gb - g), gb, (size_t)block_n * 4, cudaMemcpyHostToDevice));
+                else memset(gb, 0, (size_t)block_n * 4);
+            }
+        const double gs = 0.25 + 0.1 * step;
+        adamw_step(w, g, m, v, &pt, &tc, lrs[step], gs, step + 1);
+        gpu_adamw_record(d_sched, step + 1, lrs[step], tc.beta1, tc.beta2, step + 1, 0);
+        for (int k = 0; k < TENSORS; k++)
+            gpu_adamw(ts[k].params, ts[k].params_bf16, ts[k].params_lo, d_g + k * per, ts[k].m, ts[k].v, bf16, per,
+                      d_live, block_n, d_updated, step + 1, lrs[step], tc.beta1, tc.beta2, tc.eps, ts[k].weight_decay,
+                      gs, step + 1, 0);
+        free(g);
+    }
+    gpu_adamw_owed(d_owed, d_updated, NULL, BLOCKS, STEPS, 0);
+    gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, STEPS, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+    if (split) gpu_master_join(d_w, d_h, d_l, n, 0);
+    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
+    bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
+    int *updated = dl_raw(d_updated, sizeof zeros);
+    long bad = 0, bad_bf = 0;
+    for (long j = 0; j < n; j++) {
+        bad += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
+        bad_bf += gh[j] != (split ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
+    }
+    int bad_updated = 0;
+    for (int b = 0; b < BLOCKS; b++) bad_updated += updated[b] != STEPS;
+    CHECK_MSG(bad == 0 && bad_bf == 0 && bad_updated == 0 && bad_owed == 0,
+              "adamw deferred, blocks of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
+              "%ld bf16 weights, %d blocks' call numbers after the last catch-up, %d steps' owed lists", block_n,
+              bf16 ? "bf16" : "fp32", split ? "split" : "fp32", bad, n, bad_bf, bad_updated, bad_owed);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
+    cudaFree(d_updated), cudaFree(d_live), cudaFree(d_rows), cudaFree(d_owed);
+    free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gh), free(updated);
+}
+
 static void test_adamw(void) {
     if (!gpu_test_begin()) return;
     adamw_case(0);
     adamw_case(1);
     adamw_live_case(1, 1000);
     adamw_live_case(0, 999);
+    adamw_deferred_case(1, 1, 1000);
+    adamw_deferred_case(0, 1, 999);
+    adamw_deferred_case(1, 0, 1000);
+    adamw_deferred_case(0, 0, 999);
 }
 
 /* ================================================================================================

@@ -361,6 +361,88 @@ static void test_grad_norm_fused_squares(void) {
     param_table_free(&t);
 }
 
+/* One run of test_deferred_experts: `steps` AdamW steps of two micro-batches from init_state(5), the expert bias
+ * idling experts by step (expert E - 1 for the first four steps, the others every third step) and experts 0 and 1 in
+ * each step's first micro-batch too; a validation pass over all experts after step 2 and the state read whole (as a
+ * checkpoint) after step 4. The losses, then the whole state (masters, moments, bf16 weights) into out. */
+static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, const int *in, const int *tg, double *losses,
+                         float *params, float *m, float *v, uint16_t *w16) {
+    enum { B = 2, T = 24, N = B * T };
+    const size_t LE = (size_t)d->L * d->E;
+    float *bias = calloc(LE, sizeof(float));
+    int64_t *load = calloc(LE, sizeof(int64_t));
+    gpu_model_init_state(gm, 5);
+    for (int s = 0; s < steps; s++) {
+        gpu_model_zero_grads(gm);
+        for (int mb = 0; mb < 2; mb++) {
+            for (int l = 0; l < d->L; l++)
+                for (int e = 0; e < d->E; e++) {
+                    const int idle = e == d->E - 1 ? s < 4 : (e + s) % 3 == 0 || (mb == 0 && e < 2);
+                    bias[l * d->E + e] = idle ? -1e4f : 0.0f;
+                }
+            gpu_model_set_expert_bias(gm, bias);
+            double aux = 0;
+            losses[s * 3 + mb] = gpu_model_forward_backward(gm, in + mb * N, tg + mb * N, 1.0, mb == 1, &aux, load);
+        }
+        const double norm = gpu_model_grad_norm(gm);
+        losses[s * 3 + 2] = norm;
+        gpu_model_adamw(gm, 1e-3 * (1 + s % 3), norm > 1.0 ? 1.0 / norm : 1.0, s + 1);
+        if (s == 2) {
+            memset(bias, 0, LE * sizeof(float));
+            gpu_model_set_expert_bias(gm, bias);
+            losses[s * 3 + 2] += gpu_model_evaluate(gm, in, tg);
+        }
+        if (s == 4) gpu_model_download_state(gm, params, m, v);
+    }
+    gpu_model_download_state(gm, params, m, v);
+    gpu_model_download_bf16(gm, w16);
+    free(bias), free(load);
+}
+
+/* The routed experts' AdamW updates deferred while idle (gpu/experts_deferred.h) against made every step: the same
+ * losses, norms and state to the bit, through experts idle for one step and for four, experts whose first rows of a
+ * step come at its second micro-batch, a validation pass and a read of the whole state in between. */
+static void test_deferred_experts(void) {
+    if (!gpu_test_begin()) return;
+    if (!mok_sm90_available()) {
+        test_skip("needs an SM 9.0 GPU and an sm_90a build (the megakernel, whose experts' updates are deferred)");
+        return;
+    }
+    ModelDims d = dims(0, 0);
+    ParamTable t;
+    param_table_build(&t, &d);
+    enum { B = 2, T = 24, N = B * T, STEPS = 6 };
+    GpuModel *gm = one_gpu_model_impl(&d, &t, B, T, MOE_IMPL_MOK);
+    int in[2 * N], tg[2 * N];
+    uint64_t st = 13;
+    for (int n = 0; n < 2 * N; n++) in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)d.V), tg[n] = (in[n] + 5) % d.V;
+    double losses[2][STEPS * 3];
+    float *params[2], *m[2], *v[2];
+    uint16_t *w16[2];
+    for (int run = 0; run < 2; run++) {
+        params[run] = malloc(t.total * sizeof(float)), m[run] = malloc(t.total * sizeof(float));
+        v[run] = malloc(t.total * sizeof(float)), w16[run] = malloc(t.total * sizeof(uint16_t));
+        CHECK_MSG(gpu_model_set_deferred(gm, run == 0) == (run == 0), "run %d: deferred updates not %s", run,
+                  run == 0 ? "on" : "off");
+        deferred_run(gm, &d, STEPS, in, tg, losses[run], params[run], m[run], v[run], w16[run]);
+    }
+    long moved = 0;
+    for (int i = 0; i < t.count; i++)
+        if (t.items[i].kind == PARAM_EXPERT)
+            for (size_t j = 0; j < t.items[i].numel; j++) moved += m[0][t.items[i].offset + j] != 0.0f;
+    CHECK_MSG(memcmp(losses[0], losses[1], sizeof losses[0]) == 0, "losses or norms differ from the eager updates'");
+    CHECK_MSG(memcmp(params[0], params[1], t.total * sizeof(float)) == 0 &&
+                  memcmp(m[0], m[1], t.total * sizeof(float)) == 0 && memcmp(v[0], v[1], t.total * sizeof(float)) == 0,
+              "deferred updates: %ld masters, %ld m, %ld v differ from the eager updates'",
+              count_bit_mismatch_f32(params[0], params[1], (long)t.total),
+              count_bit_mismatch_f32(m[0], m[1], (long)t.total), count_bit_mismatch_f32(v[0], v[1], (long)t.total));
+    CHECK_MSG(memcmp(w16[0], w16[1], t.total * sizeof(uint16_t)) == 0, "deferred updates: bf16 weights differ");
+    CHECK_MSG(moved > 0, "no expert's moment moved: the runs compared nothing");
+    gpu_model_destroy(gm);
+    for (int run = 0; run < 2; run++) free(params[run]), free(m[run]), free(v[run]), free(w16[run]);
+    param_table_free(&t);
+}
+
 TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_upload_bf16),
            TEST_CASE(test_model_untied_softmax), TEST_CASE(test_model_tied_sigmoid), TEST_CASE(test_profile),
-           TEST_CASE(test_grad_norm_fused_squares));
+           TEST_CASE(test_grad_norm_fused_squares), TEST_CASE(test_deferred_experts));
