@@ -39,11 +39,11 @@
 #include "common.h"
 #include "dist.h"
 #include "gpu/check.h"
+#include "gpu/experts_deferred.h"
 #include "gpu/gemm.h"
 #include "gpu/memory_plan.h"
 #include "gpu/moe_mok.h"
 #include "gpu/moe_unfused.h"
-#include "gpu/experts_deferred.h"
 #include "gpu/step_timer.h"
 
 /* Rows of the LM head per chunk: the chunk's fp32 logits stay under this many bytes (a micro-batch of 8192 rows at
