@@ -364,7 +364,8 @@ static void test_grad_norm_fused_squares(void) {
 /* One run of test_deferred_experts: `steps` AdamW steps of two micro-batches from init_state(5), the expert bias
  * idling experts by step (expert E - 1 for the first four steps, the others every third step) and experts 0 and 1 in
  * each step's first micro-batch too; a validation pass over all experts after step 2 and the state read whole (as a
- * checkpoint) after step 4. The losses, then the whole state (masters, moments, bf16 weights) into out. */
+ * checkpoint) after step 4. Each step's two losses, gradient norm and validation loss (0 without), then the whole
+ * state (masters, moments, bf16 weights) into the out arrays. */
 static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, const int *in, const int *tg, double *losses,
                          float *params, float *m, float *v, uint16_t *w16) {
     enum { B = 2, T = 24, N = B * T };
@@ -382,15 +383,15 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, const int 
                 }
             gpu_model_set_expert_bias(gm, bias);
             double aux = 0;
-            losses[s * 3 + mb] = gpu_model_forward_backward(gm, in + mb * N, tg + mb * N, 1.0, mb == 1, &aux, load);
+            losses[s * 4 + mb] = gpu_model_forward_backward(gm, in + mb * N, tg + mb * N, 1.0, mb == 1, &aux, load);
         }
         const double norm = gpu_model_grad_norm(gm);
-        losses[s * 3 + 2] = norm;
+        losses[s * 4 + 2] = norm;
         gpu_model_adamw(gm, 1e-3 * (1 + s % 3), norm > 1.0 ? 1.0 / norm : 1.0, s + 1);
         if (s == 2) {
             memset(bias, 0, LE * sizeof(float));
             gpu_model_set_expert_bias(gm, bias);
-            losses[s * 3 + 2] += gpu_model_evaluate(gm, in, tg);
+            losses[s * 4 + 3] = gpu_model_evaluate(gm, in, tg);
         }
         if (s == 4) gpu_model_download_state(gm, params, m, v);
     }
@@ -416,7 +417,7 @@ static void test_deferred_experts(void) {
     int in[2 * N], tg[2 * N];
     uint64_t st = 13;
     for (int n = 0; n < 2 * N; n++) in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)d.V), tg[n] = (in[n] + 5) % d.V;
-    double losses[2][STEPS * 3];
+    double losses[2][STEPS * 4] = {{0}};
     float *params[2], *m[2], *v[2];
     uint16_t *w16[2];
     for (int run = 0; run < 2; run++) {
