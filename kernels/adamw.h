@@ -32,6 +32,7 @@ extern "C" {
  * updated (needs live): NULL, or (n / block_n) call numbers: then a block with live[b] 0 is not touched at all, its
  * update owed until gpu_adamw_catch_up makes it good, and a live block sets updated[b] = call (its state holds the
  * updates of calls up to `call`; gpu_adamw_record(call) must hold this call's constants before a catch-up replays it).
+ * The replay's bits are the eager update's for a finite positive grad_scale (a zero gradient scales to +0).
  * params fp32 (n) or params_bf16 bf16 and params_lo int16 (n), m, v updated in place; grads fp32 (n), read only;
  * with params, params_bf16 bf16 (n) overwritten. t_step is the 1-based step count. weight_decay: the config's value
  * for decayed tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the same

@@ -22,15 +22,19 @@ typedef struct ExpertsDeferred {
     AdamWTensor *t;       /* [layers][DEFERRED_TENSORS] */
     int *updated;         /* (layers, El): the AdamW call each expert's state holds, counted since the last reset */
     int *owed;            /* gpu_adamw_owed's list */
-    float *sched;         /* (cap + 1, 3): each call's (lr, ic1, ic2), gpu_adamw_record */
-    int calls, cap;
+    float *sched;         /* (DEFERRED_CALLS + 1, 3): each call's (lr, ic1, ic2), gpu_adamw_record */
+    int calls, cap;       /* calls since the last reset; at cap the next call settles and resets first */
     int state_bf16;
     double beta1, beta2, eps;
 } ExpertsDeferred;
 
+/* Nothing owed yet; the tensors (x->t) are the caller's to fill. The optimizer's settings are fixed from here (as
+ * the run's are). The call count lives on the host and is baked into each launch: one stream, no graph capture. */
 void experts_deferred_init(ExpertsDeferred *x, int layers, int El, long per, int state_bf16, double beta1,
-                           double beta2, double eps);
+                           double beta2, double eps, cudaStream_t stream);
 void experts_deferred_free(ExpertsDeferred *x);
+/* Tests: settle every `calls` calls (1 .. the default; else the default), from the next reset. */
+void experts_deferred_settle_every(ExpertsDeferred *x, int calls);
 /* The state was replaced (uploaded, initialised): nothing is owed, calls count from 0. */
 void experts_deferred_reset(ExpertsDeferred *x, cudaStream_t stream);
 /* Before an AdamW call with these lr and 1-based step: records its constants and returns its call number, for

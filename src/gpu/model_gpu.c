@@ -338,7 +338,7 @@ static void plan_model(GpuModel *g) {
 static void create_deferred(GpuModel *g) {
     const ModelDims *d = g->d;
     experts_deferred_init(&g->deferred, d->L - d->first_dense, d->E_local, (long)d->C * d->Im, state_bf16(g),
-                          g->tc->beta1, g->tc->beta2, g->tc->eps);
+                          g->tc->beta1, g->tc->beta2, g->tc->eps, g->stream);
     int *seen = callocCheck((size_t)g->deferred.layers, sizeof(int)); /* a layer's expert tensors so far */
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
@@ -625,10 +625,13 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows) {
     return g->head_rows == rows && g->head_grad_rows == grad_rows;
 }
 
-int gpu_model_set_deferred(GpuModel *g, int on) {
+int gpu_model_set_deferred(GpuModel *g, int on, int settle_every) {
     on = on && g->experts_idle_unwritten;
-    if (g->deferred_on && !on) experts_deferred_settle(&g->deferred, g->stream);
-    if (on && !g->deferred_on) experts_deferred_reset(&g->deferred, g->stream);
+    if (g->deferred_on) experts_deferred_settle(&g->deferred, g->stream);
+    if (on) {
+        experts_deferred_settle_every(&g->deferred, settle_every);
+        experts_deferred_reset(&g->deferred, g->stream);
+    }
     g->deferred_on = on;
     return on;
 }

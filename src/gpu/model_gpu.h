@@ -56,8 +56,9 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
 int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
 /* Tests: the routed experts' AdamW updates deferred while they are idle (gpu/experts_deferred.h; on from the start
  * where their gradients are left unwritten, MoeGpuGrads.idle_unwritten) or made every step: the same bits either
- * way. Off pays what is owed first. Returns whether they are deferred now. */
-int gpu_model_set_deferred(GpuModel *g, int on);
+ * way. Off pays what is owed first; on settles every `settle_every` calls (0: the default). Returns whether they
+ * are deferred now. */
+int gpu_model_set_deferred(GpuModel *g, int on, int settle_every);
 
 /* Starts a step's gradients: zeroes every tensor but those the next micro-batch's backward writes instead of adding
  * to: the routed experts' (MoeGpuGrads.overwrite_experts) and the attention's, dense FFN's and LM head's matrices

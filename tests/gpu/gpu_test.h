@@ -110,7 +110,6 @@ static inline void *gpu_poisoned(size_t bytes) {
     return d;
 }
 
-/* Number of NaN entries in a float array (after a download from a poisoned buffer). */
 /* Elements whose bits differ. */
 static inline long count_bit_mismatch_f32(const float *a, const float *b, long n) {
     long c = 0;
@@ -118,6 +117,7 @@ static inline long count_bit_mismatch_f32(const float *a, const float *b, long n
     return c;
 }
 
+/* Number of NaN entries in a float array (after a download from a poisoned buffer). */
 static inline long count_nan(const float *x, long n) {
     long c = 0;
     for (long i = 0; i < n; i++) c += isnan(x[i]) != 0;

@@ -1106,14 +1106,15 @@ static void adamw_live_case(int bf16, long block_n) {
  * that share their blocks' calls (the first decayed, the second not): before each call the blocks about to be live
  * catch up (a forward reads them), then the call on each tensor, and after the last a catch-up of every block (the
  * state read whole). Every element, masters and moments, must be adamw_step's with zero gradients in the idle blocks
- * (their gradient memory holds NaNs): blocks idle from the start, live throughout, alternating, idle for three calls,
- * live only at the first. split: the masters as pairs (master_split.h), else fp32 with a bf16 copy. */
-static void adamw_deferred_case(int bf16, int split, long block_n) {
-    enum { BLOCKS = 5, STEPS = 7, TENSORS = 2 };
-    static const int live[STEPS][BLOCKS] = {{0, 4, 1, 0, 9}, {0, 2, 0, 0, 0}, {0, 1, 3, 0, 0}, {0, 8, 0, 2, 0},
+ * (their gradient memory holds NaNs), and each owed list the blocks live now and idle before: blocks idle from the
+ * start, live throughout, alternating, idle for three calls, live only at the first (block b as b % 5; more than 32
+ * blocks take the lists' later rounds). split: the masters as pairs (master_split.h), else fp32 with a bf16 copy. */
+static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
+    enum { STEPS = 7, TENSORS = 2, KINDS = 5 };
+    static const int kinds[STEPS][KINDS] = {{0, 4, 1, 0, 9}, {0, 2, 0, 0, 0}, {0, 1, 3, 0, 0}, {0, 8, 0, 2, 0},
                                             {0, 1, 5, 0, 0}, {0, 3, 0, 0, 0}, {0, 6, 2, 7, 0}};
     const double lrs[STEPS] = {1e-3, 2e-3, 1.5e-3, 7e-4, 3e-4, 2.2e-3, 9e-4};
-    const long per = BLOCKS * block_n, n = TENSORS * per;
+    const long per = blocks * block_n, n = TENSORS * per;
     ParamInfo items[TENSORS];
     memset(items, 0, sizeof items);
     items[0].numel = items[1].numel = (size_t)per, items[1].offset = (size_t)per, items[0].decay = true;
@@ -1121,7 +1122,7 @@ static void adamw_deferred_case(int bf16, int split, long block_n) {
     memset(&pt, 0, sizeof pt);
     pt.items = items, pt.count = TENSORS, pt.total = (size_t)n;
     const TrainConfig tc = adamw_config(bf16);
-    rng_seed(950 + 2 * bf16 + split + block_n);
+    rng_seed(950 + 2 * bf16 + split + block_n + blocks);
     float *w = rand_f32(n, -1, 1), *m, *v;
     adamw_moments(&m, &v, n, bf16);
     float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
@@ -1136,35 +1137,37 @@ static void adamw_deferred_case(int bf16, int split, long block_n) {
                               .params_lo = split ? d_l + k * per : NULL, .m = moment_at(d_m, (size_t)(k * per), bf16),
                               .v = moment_at(d_v, (size_t)(k * per), bf16),
                               .weight_decay = k == 0 ? tc.weight_decay : 0};
-    const int zeros[BLOCKS] = {0};
-    int *d_updated = gpu_upload(zeros, sizeof zeros), *d_live = gpu_poisoned(sizeof zeros);
-    int *d_rows = gpu_poisoned((BLOCKS + 1) * sizeof(int)), *d_owed = gpu_poisoned((1 + 2 * BLOCKS) * sizeof(int));
+    const size_t list_ints = 1 + 2 * (size_t)blocks;
+    int *live = calloc((size_t)blocks, sizeof(int)), *rows_at = calloc((size_t)blocks + 1, sizeof(int));
+    int *want = calloc(list_ints, sizeof(int));
+    int *d_updated = gpu_upload(live, (size_t)blocks * sizeof(int)); /* zeros */
+    int *d_live = gpu_poisoned((size_t)blocks * sizeof(int));
+    int *d_rows = gpu_poisoned(((size_t)blocks + 1) * sizeof(int));
+    int *d_owed = gpu_poisoned(list_ints * sizeof(int));
     int bad_owed = 0;
     for (int step = 0; step < STEPS; step++) {
-        int rows_at[BLOCKS + 1] = {0};
-        for (int b = 0; b < BLOCKS; b++) rows_at[b + 1] = rows_at[b] + live[step][b];
-        cudaCheck(cudaMemcpy(d_rows, rows_at, sizeof rows_at, cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(d_live, live[step], sizeof zeros, cudaMemcpyHostToDevice));
-        gpu_adamw_owed(d_owed, d_updated, d_rows, BLOCKS, step, 0);
-        gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, step, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
-        /* the list: the blocks live now and idle at the step before, in order, with the last call they were live */
-        int want[1 + 2 * BLOCKS] = {0}, *got = dl_raw(d_owed, sizeof want);
-        for (int b = 0; b < BLOCKS; b++) {
-            int last = 0;
-            for (int s2 = 0; s2 < step; s2++) last = live[s2][b] ? s2 + 1 : last;
-            if (live[step][b] && step > 0 && !live[step - 1][b]) {
+        want[0] = 0;
+        for (int b = 0; b < blocks; b++) {
+            live[b] = kinds[step][b % KINDS], rows_at[b + 1] = rows_at[b] + live[b];
+            int last = 0; /* the list: the blocks live now and idle at the step before, with their last live call */
+            for (int s2 = 0; s2 < step; s2++) last = kinds[s2][b % KINDS] ? s2 + 1 : last;
+            if (live[b] && step > 0 && !kinds[step - 1][b % KINDS]) {
                 want[1 + 2 * want[0]] = b, want[2 + 2 * want[0]] = last;
                 want[0]++;
             }
         }
+        cudaCheck(cudaMemcpy(d_rows, rows_at, ((size_t)blocks + 1) * sizeof(int), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(d_live, live, (size_t)blocks * sizeof(int), cudaMemcpyHostToDevice));
+        gpu_adamw_owed(d_owed, d_updated, d_rows, blocks, step, 0);
+        gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, step, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+        int *got = dl_raw(d_owed, list_ints * sizeof(int));
         bad_owed += memcmp(got, want, sizeof(int) * (1 + 2 * (size_t)want[0])) != 0;
         free(got);
         float *g = rand_f32(n, -1, 1);
         for (int k = 0; k < TENSORS; k++)
-            for (int b = 0; b < BLOCKS; b++) { /* the device's idle blocks keep their NaNs; the CPU's are zeros */
+            for (int b = 0; b < blocks; b++) { /* the device's idle blocks keep their NaNs; the CPU's are zeros */
                 float *gb = g + k * per + b * block_n;
-                if (live[step][b])
-                    cudaCheck(cudaMemcpy(d_g + (gb - g), gb, (size_t)block_n * 4, cudaMemcpyHostToDevice));
+                if (live[b]) cudaCheck(cudaMemcpy(d_g + (gb - g), gb, (size_t)block_n * 4, cudaMemcpyHostToDevice));
                 else memset(gb, 0, (size_t)block_n * 4);
             }
         const double gs = 0.25 + 0.1 * step;
@@ -1176,26 +1179,27 @@ static void adamw_deferred_case(int bf16, int split, long block_n) {
                       gs, step + 1, 0);
         free(g);
     }
-    gpu_adamw_owed(d_owed, d_updated, NULL, BLOCKS, STEPS, 0);
+    gpu_adamw_owed(d_owed, d_updated, NULL, blocks, STEPS, 0);
     gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, STEPS, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
     if (split) gpu_master_join(d_w, d_h, d_l, n, 0);
     float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
     bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
-    int *updated = dl_raw(d_updated, sizeof zeros);
+    int *updated = dl_raw(d_updated, (size_t)blocks * sizeof(int));
     long bad = 0, bad_bf = 0;
     for (long j = 0; j < n; j++) {
         bad += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
         bad_bf += gh[j] != (split ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
     }
     int bad_updated = 0;
-    for (int b = 0; b < BLOCKS; b++) bad_updated += updated[b] != STEPS;
+    for (int b = 0; b < blocks; b++) bad_updated += updated[b] != STEPS;
     CHECK_MSG(bad == 0 && bad_bf == 0 && bad_updated == 0 && bad_owed == 0,
-              "adamw deferred, blocks of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
-              "%ld bf16 weights, %d blocks' call numbers after the last catch-up, %d steps' owed lists", block_n,
-              bf16 ? "bf16" : "fp32", split ? "split" : "fp32", bad, n, bad_bf, bad_updated, bad_owed);
+              "adamw deferred, %d blocks of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
+              "%ld bf16 weights, %d blocks' call numbers after the last catch-up, %d steps' owed lists", blocks,
+              block_n, bf16 ? "bf16" : "fp32", split ? "split" : "fp32", bad, n, bad_bf, bad_updated, bad_owed);
     cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
     cudaFree(d_updated), cudaFree(d_live), cudaFree(d_rows), cudaFree(d_owed);
-    free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gh), free(updated);
+    free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gh), free(updated), free(live), free(rows_at);
+    free(want);
 }
 
 static void test_adamw(void) {
@@ -1204,10 +1208,11 @@ static void test_adamw(void) {
     adamw_case(1);
     adamw_live_case(1, 1000);
     adamw_live_case(0, 999);
-    adamw_deferred_case(1, 1, 1000);
-    adamw_deferred_case(0, 1, 999);
-    adamw_deferred_case(1, 0, 1000);
-    adamw_deferred_case(0, 0, 999);
+    adamw_deferred_case(1, 1, 1000, 5);
+    adamw_deferred_case(0, 1, 999, 5);
+    adamw_deferred_case(1, 0, 1000, 5);
+    adamw_deferred_case(0, 0, 999, 5);
+    adamw_deferred_case(1, 1, 64, 70);
 }
 
 /* ================================================================================================

@@ -25,14 +25,20 @@ static ModelDims dims(int tie, int sigmoid) {
 
 /* A single-rank GPU model with MoE layer `impl` (the model keeps pointers to its run's layout and
  * optimizer settings: file statics, one model at a time). */
-static GpuModel *one_gpu_model_impl(const ModelDims *d, const ParamTable *t, int B, int T, enum moe_impl impl) {
+static GpuModel *one_gpu_model_state(const ModelDims *d, const ParamTable *t, int B, int T, enum moe_impl impl,
+                                     int state_bf16) {
     static Dist dist;
     static GpuComms comms;
     static TrainConfig tc;
     memset(&dist, 0, sizeof dist);
     dist.world = dist.ep = dist.dp = 1;
-    tc = (TrainConfig){.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    tc = (TrainConfig){.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                       .optimizer_state = state_bf16 ? OPT_STATE_BF16 : OPT_STATE_FP32};
     return gpu_model_create(d, t, &tc, &dist, &comms, B, T, impl);
+}
+
+static GpuModel *one_gpu_model_impl(const ModelDims *d, const ParamTable *t, int B, int T, enum moe_impl impl) {
+    return one_gpu_model_state(d, t, B, T, impl, 0);
 }
 
 static GpuModel *one_gpu_model(const ModelDims *d, const ParamTable *t, int B, int T) {
@@ -363,11 +369,13 @@ static void test_grad_norm_fused_squares(void) {
 
 /* One run of test_deferred_experts: `steps` AdamW steps of two micro-batches from init_state(5), the expert bias
  * idling experts by step (expert E - 1 for the first four steps, the others every third step) and experts 0 and 1 in
- * each step's first micro-batch too; a validation pass over all experts after step 2 and the state read whole (as a
- * checkpoint) after step 4. Each step's two losses, gradient norm and validation loss (0 without), then the whole
- * state (masters, moments, bf16 weights) into the out arrays. */
-static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, const int *in, const int *tg, double *losses,
-                         float *params, float *m, float *v, uint16_t *w16) {
+ * each step's first micro-batch too; a validation pass over all experts after step 2, with `toggle` the deferred
+ * updates switched off (paying what is owed) and on again after step 3, and the state read whole (as a checkpoint)
+ * after step 4; the deferred run settles every two calls (first at the third step's). Each step's two losses,
+ * gradient norm and validation loss (0 without), then the whole state (masters, moments, bf16 weights) into the out
+ * arrays. */
+static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int toggle, const int *in, const int *tg,
+                         double *losses, float *params, float *m, float *v, uint16_t *w16) {
     enum { B = 2, T = 24, N = B * T };
     const size_t LE = (size_t)d->L * d->E;
     float *bias = calloc(LE, sizeof(float));
@@ -393,6 +401,7 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, const int 
             gpu_model_set_expert_bias(gm, bias);
             losses[s * 4 + 3] = gpu_model_evaluate(gm, in, tg);
         }
+        if (s == 3 && toggle) CHECK(gpu_model_set_deferred(gm, 0, 0) == 0 && gpu_model_set_deferred(gm, 1, 2) == 1);
         if (s == 4) gpu_model_download_state(gm, params, m, v);
     }
     gpu_model_download_state(gm, params, m, v);
@@ -400,20 +409,16 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, const int 
     free(bias), free(load);
 }
 
-/* The routed experts' AdamW updates deferred while idle (gpu/experts_deferred.h) against made every step: the same
- * losses, norms and state to the bit, through experts idle for one step and for four, experts whose first rows of a
- * step come at its second micro-batch, a validation pass and a read of the whole state in between. */
-static void test_deferred_experts(void) {
-    if (!gpu_test_begin()) return;
-    if (!mok_sm90_available()) {
-        test_skip("needs an SM 9.0 GPU and an sm_90a build (the megakernel, whose experts' updates are deferred)");
-        return;
-    }
+/* The routed experts' AdamW updates deferred while idle (gpu/experts_deferred.h) against made every step, with fp32
+ * or bf16 moments: the same losses, norms and state to the bit, through experts idle for one step and for four,
+ * experts whose first rows of a step come at its second micro-batch, a validation pass, a switch off and on with
+ * updates owed and a read of the whole state in between. */
+static void deferred_case(int state_bf16) {
     ModelDims d = dims(0, 0);
     ParamTable t;
     param_table_build(&t, &d);
     enum { B = 2, T = 24, N = B * T, STEPS = 6 };
-    GpuModel *gm = one_gpu_model_impl(&d, &t, B, T, MOE_IMPL_MOK);
+    GpuModel *gm = one_gpu_model_state(&d, &t, B, T, MOE_IMPL_MOK, state_bf16);
     int in[2 * N], tg[2 * N];
     uint64_t st = 13;
     for (int n = 0; n < 2 * N; n++) in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)d.V), tg[n] = (in[n] + 5) % d.V;
@@ -423,25 +428,38 @@ static void test_deferred_experts(void) {
     for (int run = 0; run < 2; run++) {
         params[run] = malloc(t.total * sizeof(float)), m[run] = malloc(t.total * sizeof(float));
         v[run] = malloc(t.total * sizeof(float)), w16[run] = malloc(t.total * sizeof(uint16_t));
-        CHECK_MSG(gpu_model_set_deferred(gm, run == 0) == (run == 0), "run %d: deferred updates not %s", run,
+        CHECK_MSG(gpu_model_set_deferred(gm, run == 0, 2) == (run == 0), "run %d: deferred updates not %s", run,
                   run == 0 ? "on" : "off");
-        deferred_run(gm, &d, STEPS, in, tg, losses[run], params[run], m[run], v[run], w16[run]);
+        deferred_run(gm, &d, STEPS, run == 0, in, tg, losses[run], params[run], m[run], v[run], w16[run]);
     }
     long moved = 0;
     for (int i = 0; i < t.count; i++)
         if (t.items[i].kind == PARAM_EXPERT)
             for (size_t j = 0; j < t.items[i].numel; j++) moved += m[0][t.items[i].offset + j] != 0.0f;
-    CHECK_MSG(memcmp(losses[0], losses[1], sizeof losses[0]) == 0, "losses or norms differ from the eager updates'");
+    const char *kind = state_bf16 ? "bf16" : "fp32";
+    CHECK_MSG(memcmp(losses[0], losses[1], sizeof losses[0]) == 0, "%s moments: losses or norms differ from the eager "
+              "updates'", kind);
     CHECK_MSG(memcmp(params[0], params[1], t.total * sizeof(float)) == 0 &&
                   memcmp(m[0], m[1], t.total * sizeof(float)) == 0 && memcmp(v[0], v[1], t.total * sizeof(float)) == 0,
-              "deferred updates: %ld masters, %ld m, %ld v differ from the eager updates'",
+              "deferred updates, %s moments: %ld masters, %ld m, %ld v differ from the eager updates'", kind,
               count_bit_mismatch_f32(params[0], params[1], (long)t.total),
               count_bit_mismatch_f32(m[0], m[1], (long)t.total), count_bit_mismatch_f32(v[0], v[1], (long)t.total));
-    CHECK_MSG(memcmp(w16[0], w16[1], t.total * sizeof(uint16_t)) == 0, "deferred updates: bf16 weights differ");
+    CHECK_MSG(memcmp(w16[0], w16[1], t.total * sizeof(uint16_t)) == 0, "deferred updates, %s moments: bf16 weights "
+              "differ", kind);
     CHECK_MSG(moved > 0, "no expert's moment moved: the runs compared nothing");
     gpu_model_destroy(gm);
     for (int run = 0; run < 2; run++) free(params[run]), free(m[run]), free(v[run]), free(w16[run]);
     param_table_free(&t);
+}
+
+static void test_deferred_experts(void) {
+    if (!gpu_test_begin()) return;
+    if (!mok_sm90_available()) {
+        test_skip("needs an SM 9.0 GPU and an sm_90a build (the megakernel, whose experts' updates are deferred)");
+        return;
+    }
+    deferred_case(0);
+    deferred_case(1);
 }
 
 TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_upload_bf16),
