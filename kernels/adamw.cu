@@ -23,22 +23,13 @@ struct AdamWConst {
     float lr, b1, b2, omb1, omb2, ic1, ic2, eps, wd, gs;
 };
 
-/* x rounded to the nearest bf16, ties to even, as __float2bfloat16_rn (a NaN: its canonical 0x7fff), in integer
- * instructions: the conversion runs on the unit that also takes the square root's and division's MUFU ops, which
- * bind the deferred updates' replay (s42). src/optim.c bf16_round is the same. */
-__device__ __forceinline__ float bf16_round(float x) {
-    const uint32_t u = __float_as_uint(x);
-    const uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fff0000u : (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    return __uint_as_float(r);
-}
-
 /* One element; BF16: m and v rounded to bf16 after their update (as stored), and the step taken with those. */
 template <bool BF16>
 __device__ __forceinline__ void adamw_elem(float &w, float graw, float &m, float &v, const AdamWConst &a) {
     const float g = __fmul_rn(graw, a.gs);
     m = __fadd_rn(__fmul_rn(a.b1, m), __fmul_rn(a.omb1, g));
     v = __fadd_rn(__fmul_rn(a.b2, v), __fmul_rn(__fmul_rn(a.omb2, g), g));
-    if (BF16) m = bf16_round(m), v = bf16_round(v);
+    if (BF16) m = __bfloat162float(__float2bfloat16_rn(m)), v = __bfloat162float(__float2bfloat16_rn(v));
     const float mhat = __fmul_rn(m, a.ic1), vhat = __fmul_rn(v, a.ic2);
     const float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), a.eps)), __fmul_rn(a.wd, w));
     w = __fsub_rn(w, __fmul_rn(a.lr, step));
