@@ -4,13 +4,13 @@
  * but its own masters and moments and the step's constants: replayed when a forward routes tokens to it
  * (moe_mok_forward, once it knows its experts' rows) or when the whole state is read (a checkpoint, a download), in
  * the same float operations, it leaves the bits the step-by-step updates would have. An expert idle for c steps then
- * costs one pass over its state instead of c (16 bytes a parameter with split masters and bf16 moments).
+ * costs one pass over its state (16 bytes a parameter with split masters and bf16 moments) and c calls' arithmetic
+ * in registers, about half what c passes cost (docs/perf-notes.md, s42).
  */
 #ifndef MOKC_GPU_EXPERTS_DEFERRED_H
 #define MOKC_GPU_EXPERTS_DEFERRED_H
 
 #include <cuda_runtime.h>
-#include <stdint.h>
 
 #include "../../kernels/adamw.h"
 
@@ -22,7 +22,7 @@ typedef struct ExpertsDeferred {
     AdamWTensor *t;       /* [layers][DEFERRED_TENSORS] */
     int *updated;         /* (layers, El): the AdamW call each expert's state holds, counted since the last reset */
     int *owed;            /* gpu_adamw_owed's list */
-    float *sched;         /* (DEFERRED_CALLS + 1, 3): each call's (lr, ic1, ic2), gpu_adamw_record */
+    float *sched;         /* (default cap + 1, 3): each call's (lr, ic1, ic2), gpu_adamw_record */
     int calls, cap;       /* calls since the last reset; at cap the next call settles and resets first */
     int state_bf16;
     double beta1, beta2, eps;
