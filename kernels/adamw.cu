@@ -277,6 +277,17 @@ AdamWConst adamw_const(double lr, double beta1, double beta2, double eps, double
     return a;
 }
 
+/* Whether a tensor's masters and moments allow 4 elements an access; split masters (params NULL) need both halves. */
+int state_vec(const float *params, const bf16_t *params_bf16, const int16_t *params_lo, const void *m, const void *v,
+              int state_bf16, const char *who) {
+    if (!params && (!params_bf16 || !params_lo))
+        mokc_cuda_check(cudaErrorInvalidValue, who, __FILE__, __LINE__);
+    const int state_align = state_bf16 ? 8 : 16;
+    return aligned(m, state_align) && aligned(v, state_align) &&
+           (params ? aligned(params, 16) && (!params_bf16 || aligned(params_bf16, 8))
+                   : aligned(params_bf16, 8) && aligned(params_lo, 8));
+}
+
 } // namespace
 
 extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m,
@@ -290,21 +301,15 @@ extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo
     if (updated && !live)
         mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: updated needs live", __FILE__, __LINE__);
     const AdamWConst a = adamw_const(lr, beta1, beta2, eps, weight_decay, grad_scale, t_step);
-    const int state_align = state_bf16 ? 8 : 16;
-    const int vec_rest = aligned(grads, 16) && aligned(m, state_align) && aligned(v, state_align);
+    const int vec = aligned(grads, 16) && state_vec(params, params_bf16, params_lo, m, v, state_bf16,
+                                                    "gpu_adamw: split masters need params_bf16 and params_lo");
     __nv_bfloat16 *pbf = reinterpret_cast<__nv_bfloat16 *>(params_bf16);
-    if (params) {
-        const int vec = vec_rest && aligned(params, 16) && (!params_bf16 || aligned(params_bf16, 8));
+    if (params)
         adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, live, block_n, updated, call, a,
                      vec, stream);
-    } else {
-        if (!params_bf16 || !params_lo)
-            mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: split masters need params_bf16 and params_lo",
-                            __FILE__, __LINE__);
-        const int vec = vec_rest && aligned(params_bf16, 8) && aligned(params_lo, 8);
+    else
         adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, live, block_n, updated, call,
                      a, vec, stream);
-    }
     cudaCheckLaunch();
 }
 
@@ -327,16 +332,13 @@ extern "C" void gpu_adamw_catch_up(const AdamWTensor *tensors, int n_tensors, in
     if (n_tensors < 1 || n_tensors > kOwedTensors || block_n <= 0)
         mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw_catch_up: 1 to 3 tensors, blocks of at least 1 element",
                         __FILE__, __LINE__);
-    const int split = tensors[0].params == NULL, state_align = state_bf16 ? 8 : 16;
+    const int split = tensors[0].params == NULL;
+    const char *mixed = "gpu_adamw_catch_up: the tensors' masters all fp32 or all split (params_bf16 and params_lo)";
     int vec = block_n % 4 == 0;
     for (int k = 0; k < n_tensors; k++) {
         const AdamWTensor *t = &tensors[k];
-        if ((t->params == NULL) != split || (split && (!t->params_bf16 || !t->params_lo)))
-            mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw_catch_up: the tensors' masters all fp32 or all split "
-                            "(params_bf16 and params_lo)", __FILE__, __LINE__);
-        vec = vec && aligned(t->m, state_align) && aligned(t->v, state_align) &&
-              (split ? aligned(t->params_bf16, 8) && aligned(t->params_lo, 8)
-                     : aligned(t->params, 16) && (!t->params_bf16 || aligned(t->params_bf16, 8)));
+        if ((t->params == NULL) != split) mokc_cuda_check(cudaErrorInvalidValue, mixed, __FILE__, __LINE__);
+        vec = state_vec(t->params, t->params_bf16, t->params_lo, t->m, t->v, state_bf16, mixed) && vec;
     }
     /* lr, ic1, ic2 come from sched, wd from each tensor; a zero gradient at scale 1 is the scaled zero of any step's
      * positive scale */

@@ -339,12 +339,12 @@ static void create_deferred(GpuModel *g) {
     const ModelDims *d = g->d;
     experts_deferred_init(&g->deferred, d->L - d->first_dense, d->E_local, (long)d->C * d->Im, state_bf16(g),
                           g->tc->beta1, g->tc->beta2, g->tc->eps, g->stream);
-    int *seen = callocCheck((size_t)g->deferred.layers, sizeof(int)); /* a layer's expert tensors so far */
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         if (p->kind != PARAM_EXPERT) continue;
-        const int layer = p->layer - d->first_dense, k = seen[layer]++;
-        if (k >= DEFERRED_TENSORS || (long)(p->numel / p->shape[0]) != g->deferred.per)
+        const LayerOffsets *o = &g->t->layers[p->layer];
+        const int layer = p->layer - d->first_dense, k = p->offset == o->e_gate ? 0 : p->offset == o->e_up ? 1 : 2;
+        if ((long)(p->numel / p->shape[0]) != g->deferred.per)
             mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_model: expert tensor %s does not fit the deferred updates "
                      "(internal)", p->name);
         const int fp32 = master_fp32(g, p);
@@ -353,7 +353,6 @@ static void create_deferred(GpuModel *g) {
             .params_lo = fp32 ? NULL : g->params_lo + g->master_at[i], .m = moment_at(g, g->adam_m, p->offset),
             .v = moment_at(g, g->adam_v, p->offset), .weight_decay = p->decay ? g->tc->weight_decay : 0.0};
     }
-    free(seen);
     g->deferred_on = 1;
 }
 
