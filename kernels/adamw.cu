@@ -35,6 +35,36 @@ __device__ __forceinline__ void adamw_elem(float &w, float graw, float &m, float
     w = __fsub_rn(w, __fmul_rn(a.lr, step));
 }
 
+/* Four elements through adamw_elem (the vector paths). */
+template <bool BF16>
+__device__ __forceinline__ void adamw_elem4(float4 &w, float4 g, float4 &m, float4 &v, const AdamWConst &a) {
+    adamw_elem<BF16>(w.x, g.x, m.x, v.x, a);
+    adamw_elem<BF16>(w.y, g.y, m.y, v.y, a);
+    adamw_elem<BF16>(w.z, g.z, m.z, v.z, a);
+    adamw_elem<BF16>(w.w, g.w, m.w, v.w, a);
+}
+
+/* Call c's constants from sched (gpu_adamw_record), the others a's. */
+__device__ __forceinline__ AdamWConst call_const(AdamWConst a, const float *sched, int c) {
+    a.lr = __ldg(sched + 3 * c), a.ic1 = __ldg(sched + 3 * c + 1), a.ic2 = __ldg(sched + 3 * c + 2);
+    return a;
+}
+
+/* Calls from + 1 .. upto as gpu_adamw made them on a zero gradient, each with its constants from sched, the state in
+ * registers between calls (split masters and bf16 moments round trip exactly, master_split.cuh): one element or
+ * four. */
+template <bool BF16>
+__device__ __forceinline__ void replay(float &w, float &m, float &v, int from, int upto, const AdamWConst &a,
+                                       const float *sched) {
+    for (int c = from + 1; c <= upto; c++) adamw_elem<BF16>(w, 0.0f, m, v, call_const(a, sched, c));
+}
+template <bool BF16>
+__device__ __forceinline__ void replay(float4 &w, float4 &m, float4 &v, int from, int upto, const AdamWConst &a,
+                                       const float *sched) {
+    for (int c = from + 1; c <= upto; c++)
+        adamw_elem4<BF16>(w, make_float4(0.0f, 0.0f, 0.0f, 0.0f), m, v, call_const(a, sched, c));
+}
+
 /* The moments as stored: fp32, or bf16 (values already rounded, so packing them is exact). */
 template <bool BF16> struct Moments {
     using T = typename std::conditional<BF16, __nv_bfloat16, float>::type;
@@ -130,10 +160,7 @@ __global__ void adamw_kernel(Masters<SPLIT> p, const float *grads, typename Mome
         float4 w = p.load4(gi);
         const float4 g = zeros ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : reinterpret_cast<const float4 *>(grads)[gi];
         float4 mm = S::load4(m, gi), vv = S::load4(v, gi);
-        adamw_elem<BF16>(w.x, g.x, mm.x, vv.x, a);
-        adamw_elem<BF16>(w.y, g.y, mm.y, vv.y, a);
-        adamw_elem<BF16>(w.z, g.z, mm.z, vv.z, a);
-        adamw_elem<BF16>(w.w, g.w, mm.w, vv.w, a);
+        adamw_elem4<BF16>(w, g, mm, vv, a);
         p.store4(gi, w);
         S::store4(m, gi, mm);
         S::store4(v, gi, vv);
@@ -174,16 +201,9 @@ template <bool BF16, bool SPLIT> struct OwedTensors {
     float wd[kOwedTensors];
 };
 
-/* Call c's constants from sched (gpu_adamw_record), the others a's. */
-__device__ __forceinline__ AdamWConst call_const(AdamWConst a, const float *sched, int c) {
-    a.lr = __ldg(sched + 3 * c), a.ic1 = __ldg(sched + 3 * c + 1), a.ic2 = __ldg(sched + 3 * c + 2);
-    return a;
-}
-
 /* The owed blocks of adamw_owed_kernel's list, each block and tensor in turn over the whole grid (whatever the list's
- * length). Each element replays calls from + 1 .. upto as adamw_kernel ran them on a block with zeros for its
- * gradient (the same adamw_elem with each call's constants), its state in registers between calls: split masters
- * and bf16 moments round trip exactly (master_split.cuh), so the bits are those the calls would have left. */
+ * length): each element replays its block's calls from + 1 .. upto, so the bits are those the calls would have
+ * left. */
 template <bool BF16, bool SPLIT>
 __global__ void adamw_catch_up_kernel(OwedTensors<BF16, SPLIT> t, int n_tensors, long block_n, const int *list,
                                       int upto, const float *sched, AdamWConst a, int vec) {
@@ -199,13 +219,7 @@ __global__ void adamw_catch_up_kernel(OwedTensors<BF16, SPLIT> t, int n_tensors,
         if (vec) {
             for (long i = (long)b * (block_n / 4) + tid, end = (long)(b + 1) * (block_n / 4); i < end; i += stride) {
                 float4 w = p.load4(i), mm = S::load4(m, i), vv = S::load4(v, i);
-                for (int c = from + 1; c <= upto; c++) {
-                    const AdamWConst s = call_const(ak, sched, c);
-                    adamw_elem<BF16>(w.x, 0.0f, mm.x, vv.x, s);
-                    adamw_elem<BF16>(w.y, 0.0f, mm.y, vv.y, s);
-                    adamw_elem<BF16>(w.z, 0.0f, mm.z, vv.z, s);
-                    adamw_elem<BF16>(w.w, 0.0f, mm.w, vv.w, s);
-                }
+                replay<BF16>(w, mm, vv, from, upto, ak, sched);
                 p.store4(i, w);
                 S::store4(m, i, mm);
                 S::store4(v, i, vv);
@@ -213,11 +227,46 @@ __global__ void adamw_catch_up_kernel(OwedTensors<BF16, SPLIT> t, int n_tensors,
         } else {
             for (long i = (long)b * block_n + tid, end = (long)(b + 1) * block_n; i < end; i += stride) {
                 float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
-                for (int c = from + 1; c <= upto; c++) adamw_elem<BF16>(w, 0.0f, mm, vv, call_const(ak, sched, c));
+                replay<BF16>(w, mm, vv, from, upto, ak, sched);
                 p.store(i, w);
                 S::store(m, i, mm);
                 S::store(v, i, vv);
             }
+        }
+    }
+}
+
+/* A block a row of row_n elements (row ids[blockIdx.x], distinct; ids NULL: row blockIdx.x): the calls updated[r] + 1
+ * .. upto replayed, then with grads call upto + 1 with the row's gradient; updated[r] becomes the last call made. A
+ * row already there is not touched. With vec, row_n is a multiple of 4. */
+template <bool BF16, bool SPLIT>
+__global__ void adamw_rows_kernel(Masters<SPLIT> p, typename Moments<BF16>::T *m, typename Moments<BF16>::T *v,
+                                  const float *grads, long row_n, const int *ids, int *updated, int upto,
+                                  const float *sched, AdamWConst a, int vec) {
+    typedef Moments<BF16> S;
+    const long r = ids ? ids[blockIdx.x] : blockIdx.x;
+    const int from = updated[r], last = grads ? upto + 1 : upto;
+    __syncthreads(); /* every thread has read updated[r] before thread 0 moves it */
+    if (from >= last) return;
+    if (threadIdx.x == 0) updated[r] = last;
+    const AdamWConst ag = call_const(a, sched, last); /* the gradient's call */
+    if (vec) {
+        for (long i = r * (row_n / 4) + threadIdx.x, end = (r + 1) * (row_n / 4); i < end; i += blockDim.x) {
+            float4 w = p.load4(i), mm = S::load4(m, i), vv = S::load4(v, i);
+            replay<BF16>(w, mm, vv, from, upto, a, sched);
+            if (grads) adamw_elem4<BF16>(w, reinterpret_cast<const float4 *>(grads)[i], mm, vv, ag);
+            p.store4(i, w);
+            S::store4(m, i, mm);
+            S::store4(v, i, vv);
+        }
+    } else {
+        for (long i = r * row_n + threadIdx.x, end = (r + 1) * row_n; i < end; i += blockDim.x) {
+            float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
+            replay<BF16>(w, mm, vv, from, upto, a, sched);
+            if (grads) adamw_elem<BF16>(w, grads[i], mm, vv, ag);
+            p.store(i, w);
+            S::store(m, i, mm);
+            S::store(v, i, vv);
         }
     }
 }
@@ -258,6 +307,15 @@ void catch_up_launch(const AdamWTensor *ts, int n_tensors, long block_n, const i
     /* enough threads to fill the GPU whatever the list holds; an empty list costs their exit */
     adamw_catch_up_kernel<BF16, SPLIT><<<kOwedGrid, kThreads, 0, stream>>>(t, n_tensors, block_n, list, upto, sched,
                                                                             a, vec);
+}
+
+template <bool BF16, bool SPLIT>
+void rows_launch(const AdamWTensor *t, const float *grads, long row_n, const int *ids, long n_rows, int *updated,
+                 int upto, const float *sched, AdamWConst a, int vec, cudaStream_t stream) {
+    typedef typename Moments<BF16>::T T;
+    const Masters<SPLIT> p{t->params, reinterpret_cast<__nv_bfloat16 *>(t->params_bf16), t->params_lo};
+    adamw_rows_kernel<BF16, SPLIT><<<(unsigned)n_rows, kThreads, 0, stream>>>(
+        p, static_cast<T *>(t->m), static_cast<T *>(t->v), grads, row_n, ids, updated, upto, sched, a, vec);
 }
 
 /* The same host-side conversions as adamw_step (src/optim.c). */
@@ -351,5 +409,28 @@ extern "C" void gpu_adamw_catch_up(const AdamWTensor *tensors, int n_tensors, in
         catch_up_launch<false, true>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
     else
         catch_up_launch<false, false>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
+    cudaCheckLaunch();
+}
+
+extern "C" void gpu_adamw_rows(const AdamWTensor *t, int state_bf16, long row_n, const int *ids, long n_rows,
+                               int *updated, int upto, const float *grads, double grad_scale, const float *sched,
+                               double beta1, double beta2, double eps, cudaStream_t stream) {
+    if (n_rows <= 0) return;
+    if (row_n <= 0 || n_rows > 0x7fffffffL)
+        mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw_rows: rows of at least 1 element, at most 2^31 - 1 rows",
+                        __FILE__, __LINE__);
+    const int vec = row_n % 4 == 0 && (!grads || aligned(grads, 16)) &&
+                    state_vec(t->params, t->params_bf16, t->params_lo, t->m, t->v, state_bf16,
+                              "gpu_adamw_rows: split masters need params_bf16 and params_lo");
+    /* lr, ic1, ic2 come from sched */
+    const AdamWConst a = adamw_const(0.0, beta1, beta2, eps, t->weight_decay, grad_scale, 1);
+    if (state_bf16 && !t->params)
+        rows_launch<true, true>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
+    else if (state_bf16)
+        rows_launch<true, false>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
+    else if (!t->params)
+        rows_launch<false, true>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
+    else
+        rows_launch<false, false>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
     cudaCheckLaunch();
 }

@@ -69,6 +69,16 @@ void gpu_adamw_owed(int *list, int *updated, const int *rows_at, int blocks, int
 void gpu_adamw_catch_up(const AdamWTensor *tensors, int n_tensors, int state_bf16, long block_n, const int *list,
                         int upto, const float *sched, double beta1, double beta2, double eps, cudaStream_t stream);
 
+/* Deferred updates by rows of one tensor (an embedding table's: rows of row_n elements, updated holding each row's
+ * call): for each row r of ids (n_rows of them, distinct; ids NULL: rows 0 .. n_rows - 1), the calls updated[r] + 1
+ * .. upto with zeros for the gradient, then, with grads, call upto + 1 with grads' row r at grad_scale (finite, not
+ * negative) and the tensor's weight decay; updated[r] becomes the last call made, and a row already there is not
+ * touched. Each call's lr and bias corrections come from sched (gpu_adamw_record). The bits are gpu_adamw's, call by
+ * call. grads fp32 with the tensor's layout (row r at r row_n), or NULL. */
+void gpu_adamw_rows(const AdamWTensor *t, int state_bf16, long row_n, const int *ids, long n_rows, int *updated,
+                    int upto, const float *grads, double grad_scale, const float *sched, double beta1, double beta2,
+                    double eps, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1202,6 +1202,86 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
     free(want);
 }
 
+/* Deferred updates by rows (gpu_adamw_rows) as an untied embedding table takes them: a decayed tensor of `rows` rows
+ * of row_n; before each call the rows a forward reads are caught up (in a shuffled order, a row listed at most once),
+ * then the call updates the rows its gradient lists (at the third step all, ids NULL) and leaves the others owed;
+ * after the last, every row is caught up. Row r is read when r % 7 is below the step's count and listed when r % 5
+ * is, so rows are read and not listed, listed and not read, and neither, for one step and for several (rows 4 mod 5
+ * and 5 or 6 mod 7 only at the third step: two calls owed there, three at the end). The unlisted rows' gradient
+ * memory holds NaNs; every element, the masters' bf16 weights and each row's call number must be adamw_step's with
+ * zero gradients there. */
+static void adamw_rows_case(int bf16, int split, long row_n, int rows) {
+    enum { STEPS = 6 };
+    static const int reads[STEPS] = {2, 0, 5, 1, 3, 4}, lists[STEPS] = {3, 1, 0, 4, 2, 1};
+    const long n = (long)rows * row_n;
+    ParamInfo item;
+    ParamTable pt;
+    one_decayed_tensor(&pt, &item, n);
+    const TrainConfig tc = adamw_config(bf16);
+    rng_seed(1300 + 4 * bf16 + 2 * split + row_n + rows);
+    float *w = rand_f32(n, -1, 1), *m, *v;
+    adamw_moments(&m, &v, n, bf16);
+    float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
+    float *d_sched = gpu_poisoned(3 * (STEPS + 1) * sizeof(float));
+    void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
+    bf16_t *d_h = gpu_poisoned((size_t)n * 2);
+    int16_t *d_l = split ? gpu_poisoned((size_t)n * 2) : NULL;
+    if (split) gpu_master_split(d_h, d_l, d_w, n, 0);
+    const AdamWTensor t = {.params = split ? NULL : d_w, .params_bf16 = d_h, .params_lo = d_l, .m = d_m, .v = d_v,
+                           .weight_decay = tc.weight_decay};
+    int *ids = malloc(sizeof(int) * (size_t)rows), *zeros = calloc((size_t)rows, sizeof(int));
+    int *d_updated = gpu_upload(zeros, sizeof(int) * (size_t)rows), *d_ids = gpu_poisoned(sizeof(int) * (size_t)rows);
+    const double lrs[STEPS] = {1e-3, 2e-3, 1.5e-3, 7e-4, 3e-4, 2.2e-3};
+    for (int step = 0; step < STEPS; step++) {
+        int k = 0;
+        for (int r = 0; r < rows; r++) /* a forward's rows, in no particular order */
+            if (r % 7 < reads[step]) ids[k++] = r;
+        for (int i = k - 1; i > 0; i--) { /* shuffled */
+            const int j = rnd_int(i + 1), x = ids[i];
+            ids[i] = ids[j], ids[j] = x;
+        }
+        cudaCheck(cudaMemcpy(d_ids, ids, sizeof(int) * (size_t)k, cudaMemcpyHostToDevice));
+        gpu_adamw_rows(&t, bf16, row_n, d_ids, k, d_updated, step, NULL, 1.0, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+        const int all = lists[step] == 0;
+        k = 0;
+        float *g = rand_f32(n, -1, 1);
+        cudaCheck(cudaMemset(d_g, 0xff, (size_t)n * 4));
+        for (int r = 0; r < rows; r++)
+            if (all || r % 5 < lists[step]) {
+                ids[k++] = r;
+                cudaCheck(cudaMemcpy(d_g + r * row_n, g + r * row_n, (size_t)row_n * 4, cudaMemcpyHostToDevice));
+            } else {
+                memset(g + r * row_n, 0, (size_t)row_n * 4);
+            }
+        cudaCheck(cudaMemcpy(d_ids, ids, sizeof(int) * (size_t)k, cudaMemcpyHostToDevice));
+        const double gs = 0.25 + 0.1 * step;
+        adamw_step(w, g, m, v, &pt, &tc, lrs[step], gs, step + 1);
+        gpu_adamw_record(d_sched, step + 1, lrs[step], tc.beta1, tc.beta2, step + 1, 0);
+        gpu_adamw_rows(&t, bf16, row_n, all ? NULL : d_ids, all ? rows : k, d_updated, step, d_g, gs, d_sched,
+                       tc.beta1, tc.beta2, tc.eps, 0);
+        free(g);
+    }
+    gpu_adamw_rows(&t, bf16, row_n, NULL, rows, d_updated, STEPS, NULL, 1.0, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+    if (split) gpu_master_join(d_w, d_h, d_l, n, 0);
+    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
+    bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
+    int *updated = dl_raw(d_updated, sizeof(int) * (size_t)rows);
+    long bad = 0, bad_bf = 0;
+    for (long j = 0; j < n; j++) {
+        bad += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
+        bad_bf += gh[j] != (split ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
+    }
+    int bad_updated = 0;
+    for (int r = 0; r < rows; r++) bad_updated += updated[r] != STEPS;
+    CHECK_MSG(bad == 0 && bad_bf == 0 && bad_updated == 0,
+              "adamw by rows, %d rows of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
+              "%ld bf16 weights, %d rows' call numbers after the last catch-up", rows, row_n, bf16 ? "bf16" : "fp32",
+              split ? "split" : "fp32", bad, n, bad_bf, bad_updated);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
+    cudaFree(d_updated), cudaFree(d_ids);
+    free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gh), free(updated), free(ids), free(zeros);
+}
+
 static void test_adamw(void) {
     if (!gpu_test_begin()) return;
     adamw_case(0);
@@ -1213,6 +1293,10 @@ static void test_adamw(void) {
     adamw_deferred_case(1, 0, 1000, 5);
     adamw_deferred_case(0, 0, 999, 5);
     adamw_deferred_case(1, 1, 64, 70);
+    adamw_rows_case(0, 0, 1000, 37);
+    adamw_rows_case(1, 0, 999, 37);
+    adamw_rows_case(1, 1, 64, 300);
+    adamw_rows_case(0, 1, 999, 23);
 }
 
 /* ================================================================================================
