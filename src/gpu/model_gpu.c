@@ -39,7 +39,7 @@
 #include "common.h"
 #include "dist.h"
 #include "gpu/check.h"
-#include "gpu/experts_deferred.h"
+#include "gpu/adamw_deferred.h"
 #include "gpu/gemm.h"
 #include "gpu/memory_plan.h"
 #include "gpu/moe_mok.h"
@@ -108,9 +108,10 @@ struct GpuModel {
      * 8 bytes a parameter of an idle expert a step: mokc-small-1gpu leaves 106 of a layer's 128 idle at steps 11-20,
      * 43 at steps 81-100 (s41 r1). */
     int experts_idle_unwritten;
-    /* Their AdamW updates, too, owed until a forward routes tokens to them or the state is read whole
-     * (gpu/experts_deferred.h): where their gradients are left unwritten. on: the updates are owed. */
-    ExpertsDeferred deferred;
+    /* AdamW's updates of their idle experts, and of the rows of an untied embedding table no token used, owed until a
+     * forward reads them or the state is read whole (gpu/adamw_deferred.h; its parts: deferred.layers, .rows). on:
+     * the updates are owed. */
+    AdamWDeferred deferred;
     int deferred_on;
     bf16_t *params_bf16;
     bf16_t *wqkv_bf16;            /* (L, C, QD + 2 KD): each layer's bf16 wq, wk, wv side by side (qkv_weights_copy) */
@@ -334,25 +335,37 @@ static void plan_model(GpuModel *g) {
     }
 }
 
-/* The routed experts' tensors as the deferred updates take them; on from the start. */
+/* Tensor i's state as AdamW's deferred updates take it. */
+static AdamWTensor adamw_tensor(GpuModel *g, int i) {
+    const ParamInfo *p = &g->t->items[i];
+    const int fp32 = master_fp32(g, p);
+    return (AdamWTensor){.params = fp32 ? g->params + g->master_at[i] : NULL, .params_bf16 = g->params_bf16 + p->offset,
+                         .params_lo = fp32 ? NULL : g->params_lo + g->master_at[i],
+                         .m = moment_at(g, g->adam_m, p->offset), .v = moment_at(g, g->adam_v, p->offset),
+                         .weight_decay = p->decay ? g->tc->weight_decay : 0.0};
+}
+
+/* AdamW's deferred updates (gpu/adamw_deferred.h), on from the start: of the routed experts where their gradients
+ * are left unwritten when idle, and of an embedding table untied from the head (whose gradient's rows are listed). */
 static void create_deferred(GpuModel *g) {
     const ModelDims *d = g->d;
-    experts_deferred_init(&g->deferred, d->L - d->first_dense, d->E_local, (long)d->C * d->Im, state_bf16(g),
-                          g->tc->beta1, g->tc->beta2, g->tc->eps, g->stream);
+    if (!g->experts_idle_unwritten && !g->emb_seen) return;
+    adamw_deferred_init(&g->deferred, state_bf16(g), g->tc->beta1, g->tc->beta2, g->tc->eps);
+    if (g->experts_idle_unwritten)
+        adamw_deferred_experts(&g->deferred, d->L - d->first_dense, d->E_local, (long)d->C * d->Im);
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
-        if (p->kind != PARAM_EXPERT) continue;
+        if (p->offset == g->t->tok_emb && g->emb_seen)
+            adamw_deferred_table(&g->deferred, adamw_tensor(g, i), d->V, d->C);
+        if (p->kind != PARAM_EXPERT || !g->experts_idle_unwritten) continue;
         const LayerOffsets *o = &g->t->layers[p->layer];
         const int layer = p->layer - d->first_dense, k = p->offset == o->e_gate ? 0 : p->offset == o->e_up ? 1 : 2;
         if ((long)(p->numel / p->shape[0]) != g->deferred.per)
             mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_model: expert tensor %s does not fit the deferred updates "
                      "(internal)", p->name);
-        const int fp32 = master_fp32(g, p);
-        g->deferred.t[layer * DEFERRED_TENSORS + k] = (AdamWTensor){
-            .params = fp32 ? g->params + g->master_at[i] : NULL, .params_bf16 = g->params_bf16 + p->offset,
-            .params_lo = fp32 ? NULL : g->params_lo + g->master_at[i], .m = moment_at(g, g->adam_m, p->offset),
-            .v = moment_at(g, g->adam_v, p->offset), .weight_decay = p->decay ? g->tc->weight_decay : 0.0};
+        g->deferred.t[layer * DEFERRED_TENSORS + k] = adamw_tensor(g, i);
     }
+    adamw_deferred_reset(&g->deferred, g->stream);
     g->deferred_on = 1;
 }
 
@@ -365,7 +378,6 @@ static void create_moe(GpuModel *g) {
         g->moe_saved = callocCheck((size_t)d->L, sizeof(MoeMokSaved));
         for (int l = d->first_dense; l < d->L; l++)
             moe_mok_saved_create(&g->moe_saved[l], &md, g->N, l - d->first_dense);
-        if (g->experts_idle_unwritten) create_deferred(g);
     } else {
         g->moe_acts = callocCheck((size_t)d->L, sizeof(MoeUnfusedActs));
         for (int l = d->first_dense; l < d->L; l++) moe_unfused_acts_create(&g->moe_acts[l], &md, g->N);
@@ -420,6 +432,7 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
                                             d->Hq, d->Hkv, d->D);
     gpu_rope_table_init(g->rope_table, T, d->D, (float)d->rope_theta, g->stream);
     if (g->has_moe) create_moe(g);
+    create_deferred(g);
     cudaCheck(cudaStreamSynchronize(g->stream));
     return g;
 }
@@ -429,7 +442,6 @@ void gpu_model_destroy(GpuModel *g) {
     cudaCheck(cudaDeviceSynchronize());
     if (g->has_moe) {
         if (g->moe_mok) {
-            if (g->experts_idle_unwritten) experts_deferred_free(&g->deferred);
             for (int l = g->d->first_dense; l < g->d->L; l++) moe_mok_saved_destroy(&g->moe_saved[l]);
             moe_mok_destroy(g->moe_mok);
         } else {
@@ -437,6 +449,7 @@ void gpu_model_destroy(GpuModel *g) {
             moe_unfused_work_destroy(&g->moe_work);
         }
     }
+    adamw_deferred_free(&g->deferred); /* nothing where none was made */
     free(g->moe_acts);
     free(g->moe_saved);
     free(g->moe_mok);
@@ -523,7 +536,7 @@ static void masters_from_grads(GpuModel *g) {
 
 /* A new state owes nothing. */
 static void deferred_reset(GpuModel *g) {
-    if (g->deferred_on) experts_deferred_reset(&g->deferred, g->stream);
+    if (g->deferred_on) adamw_deferred_reset(&g->deferred, g->stream);
 }
 
 /* The fp32 masters into the gradient buffer (the table's layout), the way back. */
@@ -578,7 +591,7 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
     size_t bytes = g->t->total * sizeof(float);
     cudaCheck(cudaDeviceSynchronize());
-    if (g->deferred_on) experts_deferred_settle(&g->deferred, g->stream);
+    if (g->deferred_on) adamw_deferred_settle(&g->deferred, g->stream);
     g->emb_grad_rows = -1;
     masters_to_grads(g);
     cudaCheck(cudaMemcpyAsync(params, g->grads, bytes, cudaMemcpyDeviceToHost, g->stream));
@@ -606,7 +619,7 @@ void gpu_model_download_grads(GpuModel *g, float *grads) {
 }
 
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16) {
-    if (g->deferred_on) experts_deferred_settle(&g->deferred, g->stream);
+    if (g->deferred_on) adamw_deferred_settle(&g->deferred, g->stream);
     cudaCheck(cudaDeviceSynchronize());
     cudaCheck(cudaMemcpy(params_bf16, g->params_bf16, g->t->total * sizeof(bf16_t), cudaMemcpyDeviceToHost));
 }
@@ -625,14 +638,14 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows) {
 }
 
 int gpu_model_set_deferred(GpuModel *g, int on, int settle_every) {
-    on = on && g->experts_idle_unwritten;
-    if (g->deferred_on) experts_deferred_settle(&g->deferred, g->stream);
+    on = on && (g->deferred.layers || g->deferred.rows);
+    if (g->deferred_on) adamw_deferred_settle(&g->deferred, g->stream);
     if (on) {
-        experts_deferred_settle_every(&g->deferred, settle_every);
-        experts_deferred_reset(&g->deferred, g->stream);
+        adamw_deferred_settle_every(&g->deferred, settle_every);
+        adamw_deferred_reset(&g->deferred, g->stream);
     }
     g->deferred_on = on;
-    return on;
+    return on ? (g->deferred.layers ? DEFERRED_EXPERTS : 0) | (g->deferred.rows ? DEFERRED_TABLE : 0) : 0;
 }
 
 /* Tensors whose gradient a step's first backward writes whole instead of adding to, so zero_grads leaves them: the
@@ -761,7 +774,7 @@ static double layer_forward(GpuModel *g, int l, int with_grad) {
         return 0;
     }
     MoeGpuWeights w = moe_weights(g, o);
-    if (g->deferred_on) w.deferred = &g->deferred, w.deferred_layer = l - d->first_dense;
+    if (g->deferred_on && g->deferred.layers) w.deferred = &g->deferred, w.deferred_layer = l - d->first_dense;
     const float *bias = g->expert_bias + (size_t)l * d->E;
     double aux = 0;
     mark(g, STEP_MOE, "moe fwd"); /* x_next = x_mid + the layer's output, added in its combine */
@@ -856,6 +869,9 @@ static double forward(GpuModel *g, const int *inputs, const int *targets, int wi
     const ModelDims *d = g->d;
     mark(g, STEP_DENSE, "embedding");
     upload_batch(g, inputs, targets, with_grad);
+    if (g->deferred_on && g->deferred.rows) /* the table's rows this micro-batch reads; all without a plan */
+        adamw_deferred_catch_up_rows(&g->deferred, with_grad ? embedding_bwd_plan_ids(g->emb_plan, &g->emb) : NULL,
+                                     with_grad ? g->emb.nb : 0, g->stream);
     gpu_embedding_forward(g->layers[0].x_in, g->tokens, W32(g->t->tok_emb), g->N, d->C, g->stream);
     double aux = 0;
     for (int l = 0; l < d->L; l++) aux += layer_forward(g, l, with_grad);
@@ -1085,12 +1101,19 @@ double gpu_model_grad_norm(GpuModel *g) {
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     const TrainConfig *tc = g->tc;
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "adamw");
-    const int call = g->deferred_on ? experts_deferred_call(&g->deferred, lr, t, g->stream) : 0;
+    const int call = g->deferred_on ? adamw_deferred_call(&g->deferred, lr, t, g->stream) : 0;
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
         const size_t o = p->offset, at = g->master_at[i];
+        if (o == g->t->tok_emb && g->deferred_on && g->deferred.rows) {
+            /* the rows some rank's tokens used (reduce_embedding's list; all where no backward listed them) */
+            const int n = g->emb_grad_rows;
+            adamw_deferred_update_rows(&g->deferred, n >= 0 ? g->emb_rows : NULL, n, g->grads + o, grad_scale, call,
+                                       g->stream);
+            continue;
+        }
         const int fp32 = master_fp32(g, p), idle = p->kind == PARAM_EXPERT && g->experts_idle_unwritten;
-        int *updated = idle && g->deferred_on ? experts_deferred_updated(&g->deferred, p->layer - g->d->first_dense)
+        int *updated = idle && g->deferred_on ? adamw_deferred_updated(&g->deferred, p->layer - g->d->first_dense)
                                               : NULL;
         gpu_adamw(fp32 ? g->params + at : NULL, g->params_bf16 + o, fp32 ? NULL : g->params_lo + at, g->grads + o,
                   moment_at(g, g->adam_m, o), moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel,

@@ -54,10 +54,12 @@ void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
  * dlogits fit 3 GiB, at most all rows). A value outside 1..now (rows) or rows..now (grad_rows) leaves it; returns
  * 1 when both are now as asked. */
 int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
-/* Tests: the routed experts' AdamW updates deferred while they are idle (gpu/experts_deferred.h; on from the start
- * where their gradients are left unwritten, MoeGpuGrads.idle_unwritten) or made every step: the same bits either
- * way. Off pays what is owed first; on settles every `settle_every` calls (0: the default). Returns whether they
- * are deferred now. */
+/* Tests: AdamW's updates of the routed experts while they are idle and of an untied embedding table's rows no token
+ * used (gpu/adamw_deferred.h; on from the start where the experts' gradients are left unwritten,
+ * MoeGpuGrads.idle_unwritten, and where the table is not the head's) deferred, or made every step: the same bits
+ * either way. Off pays what is owed first; on settles every `settle_every` calls (0: the default). Returns the parts
+ * deferred now (0 when off). */
+enum { DEFERRED_EXPERTS = 1, DEFERRED_TABLE = 2 };
 int gpu_model_set_deferred(GpuModel *g, int on, int settle_every);
 
 /* Starts a step's gradients: zeroes every tensor but those the next micro-batch's backward writes instead of adding

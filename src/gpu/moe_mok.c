@@ -16,7 +16,7 @@
 #include "common.h"
 #include "gpu/buf_list.h"
 #include "gpu/check.h"
-#include "gpu/experts_deferred.h"
+#include "gpu/adamw_deferred.h"
 #include "gpu/moe_router.h"
 
 /* ------------------------------------------------------------------------------------------------
@@ -523,7 +523,7 @@ void moe_mok_forward(float *y, const float *residual, MoeMok *m, MoeMokSaved *sv
     gpu_moe_plan_place(m->slot_row_all, st.row_slot_all, topk_all, m->slot_rank_all, m->chunk_counts_all, st.eo_all,
                        nslots_all, E, stream);
     mok_schedule(st.mt_start, st.total_mt, st.eo_all, d->ep_rank * El, El, mok_tile_m(m->tile), stream);
-    if (wt->deferred) experts_deferred_catch_up(wt->deferred, wt->deferred_layer, st.eo_all + d->ep_rank * El, stream);
+    if (wt->deferred) adamw_deferred_catch_up(wt->deferred, wt->deferred_layer, st.eo_all + d->ep_rank * El, stream);
 
     /* 4. the persistent kernel */
     MokFwdParams p;

@@ -90,10 +90,10 @@ typedef struct {
     const bf16_t *shared_gate; /* (C, S*I); NULL when S = 0                      */
     const bf16_t *shared_up;   /* (C, S*I)                                       */
     const bf16_t *shared_down; /* (S*I, C)                                       */
-    /* NULL, or the optimizer's updates the routed experts of MoE layer deferred_layer owe (gpu/experts_deferred.h):
+    /* NULL, or the optimizer's updates the routed experts of MoE layer deferred_layer owe (gpu/adamw_deferred.h):
      * the megakernel's forward makes them good for its experts with rows before it reads them (the unfused layer
      * takes none) */
-    const struct ExpertsDeferred *deferred;
+    const struct AdamWDeferred *deferred;
     int deferred_layer;
 } MoeGpuWeights;
 
