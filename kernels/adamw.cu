@@ -50,17 +50,40 @@ __device__ __forceinline__ AdamWConst call_const(AdamWConst a, const float *sche
     return a;
 }
 
+/* An element whose moments are both zero keeps them zero under a zero gradient (+0 after the first call, a -0 m
+ * included), and its step's quotient is then +0 / eps = +0: adamw_elem's float operations reduce to the weight
+ * decay's, call c's lr from sched. Needs eps > 0 and finite bias corrections (beta1, beta2 < 1). */
+__device__ __forceinline__ float decay_only(float w, const AdamWConst &a, const float *sched, int c) {
+    return __fsub_rn(w, __fmul_rn(__ldg(sched + 3 * c), __fadd_rn(0.0f, __fmul_rn(a.wd, w))));
+}
+
 /* Calls from + 1 .. upto as gpu_adamw made them on a zero gradient, each with its constants from sched, the state in
  * registers between calls (split masters and bf16 moments round trip exactly, master_split.cuh): one element or
- * four. */
+ * four. Elements with zero moments (rows and experts no gradient has reached since the state began) take
+ * decay_only: 4 float operations a call where adamw_elem's square root and division take their slow paths at 0
+ * (76 instructions an element and call, s43 r1). */
 template <bool BF16>
 __device__ __forceinline__ void replay(float &w, float &m, float &v, int from, int upto, const AdamWConst &a,
                                        const float *sched) {
+    if (m == 0.0f && v == 0.0f && a.eps > 0.0f) {
+        for (int c = from + 1; c <= upto; c++) w = decay_only(w, a, sched, c);
+        if (from < upto) m = 0.0f, v = 0.0f;
+        return;
+    }
     for (int c = from + 1; c <= upto; c++) adamw_elem<BF16>(w, 0.0f, m, v, call_const(a, sched, c));
 }
 template <bool BF16>
 __device__ __forceinline__ void replay(float4 &w, float4 &m, float4 &v, int from, int upto, const AdamWConst &a,
                                        const float *sched) {
+    if (m.x == 0.0f && m.y == 0.0f && m.z == 0.0f && m.w == 0.0f && v.x == 0.0f && v.y == 0.0f && v.z == 0.0f &&
+        v.w == 0.0f && a.eps > 0.0f) {
+        for (int c = from + 1; c <= upto; c++) {
+            w.x = decay_only(w.x, a, sched, c), w.y = decay_only(w.y, a, sched, c);
+            w.z = decay_only(w.z, a, sched, c), w.w = decay_only(w.w, a, sched, c);
+        }
+        if (from < upto) m = make_float4(0.0f, 0.0f, 0.0f, 0.0f), v = m;
+        return;
+    }
     for (int c = from + 1; c <= upto; c++)
         adamw_elem4<BF16>(w, make_float4(0.0f, 0.0f, 0.0f, 0.0f), m, v, call_const(a, sched, c));
 }

@@ -912,6 +912,15 @@ static void adamw_moments(float **m, float **v, long n, int bf16) {
         for (long j = 0; j < n; j++) (*m)[j] = host_bf16_round((*m)[j]), (*v)[j] = host_bf16_round((*v)[j]);
 }
 
+/* Moments zero in some rows of row_n (a row no gradient has reached yet), so that replays take both their paths: rows
+ * r % 3 == 0 whole (m = -0 where r % 6 == 0), rows r % 3 == 2 all but their element 1 (groups of four mixed). */
+static void zero_rows_moments(float *m, float *v, long rows, long row_n) {
+    for (long r = 0; r < rows; r++)
+        for (long j = 0; j < row_n; j++)
+            if (r % 3 == 0 || (r % 3 == 2 && j != 1))
+                m[r * row_n + j] = r % 6 == 0 ? -0.0f : 0.0f, v[r * row_n + j] = 0.0f;
+}
+
 /* Three steps on the GPU against adamw_step, with fp32 or bf16 moments (rounded after each update). */
 static void adamw_case(int bf16) {
     /* Three tensors: aligned (vector path + tail), offset 1004 (aligned, tail of 1), offset 1041
@@ -1125,6 +1134,7 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
     rng_seed(950 + 2 * bf16 + split + block_n + blocks);
     float *w = rand_f32(n, -1, 1), *m, *v;
     adamw_moments(&m, &v, n, bf16);
+    zero_rows_moments(m, v, TENSORS * blocks, block_n);
     float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
     float *d_sched = gpu_poisoned(3 * (STEPS + 1) * sizeof(float));
     void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
@@ -1221,6 +1231,7 @@ static void adamw_rows_case(int bf16, int split, long row_n, int rows) {
     rng_seed(1300 + 4 * bf16 + 2 * split + row_n + rows);
     float *w = rand_f32(n, -1, 1), *m, *v;
     adamw_moments(&m, &v, n, bf16);
+    zero_rows_moments(m, v, rows, row_n);
     float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
     float *d_sched = gpu_poisoned(3 * (STEPS + 1) * sizeof(float));
     void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
