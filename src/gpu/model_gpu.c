@@ -1101,6 +1101,8 @@ double gpu_model_grad_norm(GpuModel *g) {
 void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     const TrainConfig *tc = g->tc;
     step_timer_mark(&g->timer, STEP_OPTIMIZER, "adamw");
+    /* after the comm stream's sums and the table's row list (gpu_model_grad_norm orders the same, if it ran) */
+    stream_after(g->stream, g->comm_stream, g->reduce_done);
     const int call = g->deferred_on ? adamw_deferred_call(&g->deferred, lr, t, g->stream) : 0;
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
