@@ -367,14 +367,14 @@ static void test_grad_norm_fused_squares(void) {
     param_table_free(&t);
 }
 
-/* One run of test_deferred_updates: `steps` AdamW steps of two micro-batches from init_state(5), the expert bias
- * idling experts by step (expert E - 1 for the first four steps, the others every third step) and experts 0 and 1 in
- * each step's first micro-batch too; a validation pass over all experts after step 2, with `toggle` the deferred
- * updates switched off (paying what is owed) and on again after step 3, and the state read whole (as a checkpoint)
- * after step 4; the deferred run settles every two calls (first at the third step's). Each step's two losses,
- * gradient norm and validation loss (0 without), then the whole state (masters, moments, bf16 weights) into the out
- * arrays. */
-static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int toggle, const int *in, const int *tg,
+/* One run of test_deferred_updates: `steps` AdamW steps of two micro-batches (step s's at in, tg + 2 s N) from
+ * init_state(5), the expert bias idling experts by step (expert E - 1 for the first four steps, the others every
+ * third step) and experts 0 and 1 in each step's first micro-batch too; a validation pass over all experts after step
+ * 2; with `parts` (the deferred run's, gpu_model_set_deferred's) the deferred updates switched off (paying what is
+ * owed) and on again after step 3; the state read whole (as a checkpoint) after step 4. The deferred run settles
+ * every two calls (first at the third step's). Each step's two losses, gradient norm and validation loss (0
+ * without), then the whole state (masters, moments, bf16 weights) into the out arrays. */
+static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int parts, const int *in, const int *tg,
                          double *losses, float *params, float *m, float *v, uint16_t *w16) {
     enum { B = 2, T = 24, N = B * T };
     const size_t LE = (size_t)d->L * d->E;
@@ -391,7 +391,8 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int toggle
                 }
             gpu_model_set_expert_bias(gm, bias);
             double aux = 0;
-            losses[s * 4 + mb] = gpu_model_forward_backward(gm, in + mb * N, tg + mb * N, 1.0, mb == 1, &aux, load);
+            const size_t at = ((size_t)s * 2 + mb) * N; /* step s's micro-batch mb */
+            losses[s * 4 + mb] = gpu_model_forward_backward(gm, in + at, tg + at, 1.0, mb == 1, &aux, load);
         }
         const double norm = gpu_model_grad_norm(gm);
         losses[s * 4 + 2] = norm;
@@ -401,9 +402,7 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int toggle
             gpu_model_set_expert_bias(gm, bias);
             losses[s * 4 + 3] = gpu_model_evaluate(gm, in, tg);
         }
-        if (s == 3 && toggle)
-            CHECK(gpu_model_set_deferred(gm, 0, 0) == 0 &&
-                  gpu_model_set_deferred(gm, 1, 2) == (DEFERRED_EXPERTS | DEFERRED_TABLE));
+        if (s == 3 && parts) CHECK(gpu_model_set_deferred(gm, 0, 0) == 0 && gpu_model_set_deferred(gm, 1, 2) == parts);
         if (s == 4) gpu_model_download_state(gm, params, m, v);
     }
     gpu_model_download_state(gm, params, m, v);
@@ -414,27 +413,35 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int toggle
 /* AdamW's updates of idle routed experts and of the untied embedding table's unused rows deferred
  * (gpu/adamw_deferred.h) against made every step, with fp32 or bf16 moments: the same losses, norms and state to the
  * bit, through experts idle for one step and for four, experts whose first rows of a step come at its second
- * micro-batch, table rows unused for several steps and never (the tokens take 80 of the 96 ids), a validation pass,
- * a switch off and on with updates owed and a read of the whole state in between. */
-static void deferred_case(int state_bf16) {
+ * micro-batch, table rows unused for some steps and read again, or never (the tokens take 80 of the 96 ids), a
+ * validation pass, a switch off and on with updates owed and a read of the whole state in between. With the
+ * megakernel both parts are deferred, with the unfused layer (any GPU) only the table. */
+static void deferred_case(int state_bf16, enum moe_impl impl) {
     ModelDims d = dims(0, 0);
     ParamTable t;
     param_table_build(&t, &d);
     enum { B = 2, T = 24, N = B * T, STEPS = 6 };
-    GpuModel *gm = one_gpu_model_state(&d, &t, B, T, MOE_IMPL_MOK, state_bf16);
-    int in[2 * N], tg[2 * N];
+    GpuModel *gm = one_gpu_model_state(&d, &t, B, T, impl, state_bf16);
+    const int parts = DEFERRED_TABLE | (impl == MOE_IMPL_MOK ? DEFERRED_EXPERTS : 0);
+    int in[STEPS][2 * N], tg[STEPS][2 * N];
     uint64_t st = 13;
-    for (int n = 0; n < 2 * N; n++)
-        in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)(d.V - 16)), tg[n] = (in[n] + 5) % d.V;
+    for (int n = 0; n < 2 * N; n++) { /* a third of the positions take other ids each step: rows idle, then read */
+        in[0][n] = (int)(mokc_splitmix64(&st) % (uint64_t)(d.V - 16));
+        for (int s = 0; s < STEPS; s++) {
+            in[s][n] = (in[0][n] + (n % 3 == 0 ? 7 * s : 0)) % (d.V - 16);
+            tg[s][n] = (in[s][n] + 5) % d.V;
+        }
+    }
     double losses[2][STEPS * 4] = {{0}};
     float *params[2], *m[2], *v[2];
     uint16_t *w16[2];
     for (int run = 0; run < 2; run++) {
         params[run] = malloc(t.total * sizeof(float)), m[run] = malloc(t.total * sizeof(float));
         v[run] = malloc(t.total * sizeof(float)), w16[run] = malloc(t.total * sizeof(uint16_t));
-        CHECK_MSG(gpu_model_set_deferred(gm, run == 0, 2) == (run == 0 ? DEFERRED_EXPERTS | DEFERRED_TABLE : 0),
-                  "run %d: deferred updates of the experts and the table not %s", run, run == 0 ? "on" : "off");
-        deferred_run(gm, &d, STEPS, run == 0, in, tg, losses[run], params[run], m[run], v[run], w16[run]);
+        CHECK_MSG(gpu_model_set_deferred(gm, run == 0, 2) == (run == 0 ? parts : 0), "run %d: deferred updates not "
+                  "%s (parts %d)", run, run == 0 ? "on" : "off", parts);
+        deferred_run(gm, &d, STEPS, run == 0 ? parts : 0, in[0], tg[0], losses[run], params[run], m[run], v[run],
+                     w16[run]);
     }
     long moved = 0;
     for (int i = 0; i < t.count; i++)
@@ -458,12 +465,14 @@ static void deferred_case(int state_bf16) {
 
 static void test_deferred_updates(void) {
     if (!gpu_test_begin()) return;
+    deferred_case(1, MOE_IMPL_UNFUSED);
     if (!mok_sm90_available()) {
-        test_skip("needs an SM 9.0 GPU and an sm_90a build (the megakernel, whose experts' updates are deferred)");
+        test_skip("the experts' part needs an SM 9.0 GPU and an sm_90a build (the megakernel, whose experts' updates "
+                  "are deferred)");
         return;
     }
-    deferred_case(0);
-    deferred_case(1);
+    deferred_case(0, MOE_IMPL_MOK);
+    deferred_case(1, MOE_IMPL_MOK);
 }
 
 TEST_SUITE(gpu_model, TEST_CASE(test_init_matches_host), TEST_CASE(test_upload_bf16),
