@@ -1111,6 +1111,29 @@ static void adamw_live_case(int bf16, long block_n) {
     free(w), free(m), free(v), free(gw), free(gm), free(gv);
 }
 
+/* A deferred run's end against adamw_step's w, m, v: the device's masters (joined first where split, d_l), moments
+ * and bf16 weights element by element, and each of the `blocks` call numbers in d_updated against `calls`. */
+typedef struct {
+    long state, bf16; /* elements whose master, m or v differ; bf16 weights that differ */
+    int updated;      /* blocks whose call number differs */
+} DeferredBad;
+static DeferredBad deferred_end_bad(float *d_w, const bf16_t *d_h, const int16_t *d_l, const void *d_m,
+                                    const void *d_v, int bf16, const float *w, const float *m, const float *v, long n,
+                                    const int *d_updated, int blocks, int calls) {
+    if (d_l) gpu_master_join(d_w, d_h, d_l, n, 0);
+    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
+    bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
+    int *updated = dl_raw(d_updated, (size_t)blocks * sizeof(int));
+    DeferredBad bad = {0, 0, 0};
+    for (long j = 0; j < n; j++) {
+        bad.state += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
+        bad.bf16 += gh[j] != (d_l ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
+    }
+    for (int b = 0; b < blocks; b++) bad.updated += updated[b] != calls;
+    free(gw), free(gm), free(gv), free(gh), free(updated);
+    return bad;
+}
+
 /* Deferred updates (gpu_adamw's updated; gpu_adamw_record, _owed, _catch_up) as training uses them, on two tensors
  * that share their blocks' calls (the first decayed, the second not): before each call the blocks about to be live
  * catch up (a forward reads them), then the call on each tensor, and after the last a catch-up of every block (the
@@ -1191,25 +1214,14 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
     }
     gpu_adamw_owed(d_owed, d_updated, NULL, blocks, STEPS, 0);
     gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, STEPS, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
-    if (split) gpu_master_join(d_w, d_h, d_l, n, 0);
-    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
-    bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
-    int *updated = dl_raw(d_updated, (size_t)blocks * sizeof(int));
-    long bad = 0, bad_bf = 0;
-    for (long j = 0; j < n; j++) {
-        bad += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
-        bad_bf += gh[j] != (split ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
-    }
-    int bad_updated = 0;
-    for (int b = 0; b < blocks; b++) bad_updated += updated[b] != STEPS;
-    CHECK_MSG(bad == 0 && bad_bf == 0 && bad_updated == 0 && bad_owed == 0,
+    const DeferredBad bad = deferred_end_bad(d_w, d_h, d_l, d_m, d_v, bf16, w, m, v, n, d_updated, blocks, STEPS);
+    CHECK_MSG(bad.state == 0 && bad.bf16 == 0 && bad.updated == 0 && bad_owed == 0,
               "adamw deferred, %d blocks of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
               "%ld bf16 weights, %d blocks' call numbers after the last catch-up, %d steps' owed lists", blocks,
-              block_n, bf16 ? "bf16" : "fp32", split ? "split" : "fp32", bad, n, bad_bf, bad_updated, bad_owed);
+              block_n, bf16 ? "bf16" : "fp32", split ? "split" : "fp32", bad.state, n, bad.bf16, bad.updated, bad_owed);
     cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
     cudaFree(d_updated), cudaFree(d_live), cudaFree(d_rows), cudaFree(d_owed);
-    free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gh), free(updated), free(live), free(rows_at);
-    free(want);
+    free(w), free(m), free(v), free(live), free(rows_at), free(want);
 }
 
 /* Deferred updates by rows (gpu_adamw_rows) as an untied embedding table takes them: a decayed tensor of `rows` rows
@@ -1273,24 +1285,14 @@ static void adamw_rows_case(int bf16, int split, long row_n, int rows) {
         free(g);
     }
     gpu_adamw_rows(&t, bf16, row_n, NULL, rows, d_updated, STEPS, NULL, 1.0, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
-    if (split) gpu_master_join(d_w, d_h, d_l, n, 0);
-    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
-    bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
-    int *updated = dl_raw(d_updated, sizeof(int) * (size_t)rows);
-    long bad = 0, bad_bf = 0;
-    for (long j = 0; j < n; j++) {
-        bad += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
-        bad_bf += gh[j] != (split ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
-    }
-    int bad_updated = 0;
-    for (int r = 0; r < rows; r++) bad_updated += updated[r] != STEPS;
-    CHECK_MSG(bad == 0 && bad_bf == 0 && bad_updated == 0,
+    const DeferredBad bad = deferred_end_bad(d_w, d_h, d_l, d_m, d_v, bf16, w, m, v, n, d_updated, rows, STEPS);
+    CHECK_MSG(bad.state == 0 && bad.bf16 == 0 && bad.updated == 0,
               "adamw by rows, %d rows of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
               "%ld bf16 weights, %d rows' call numbers after the last catch-up", rows, row_n, bf16 ? "bf16" : "fp32",
-              split ? "split" : "fp32", bad, n, bad_bf, bad_updated);
+              split ? "split" : "fp32", bad.state, n, bad.bf16, bad.updated);
     cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
     cudaFree(d_updated), cudaFree(d_ids);
-    free(w), free(m), free(v), free(gw), free(gm), free(gv), free(gh), free(updated), free(ids), free(zeros);
+    free(w), free(m), free(v), free(ids), free(zeros);
 }
 
 static void test_adamw(void) {
