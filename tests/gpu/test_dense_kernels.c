@@ -1111,25 +1111,56 @@ static void adamw_live_case(int bf16, long block_n) {
     free(w), free(m), free(v), free(gw), free(gm), free(gv);
 }
 
-/* A deferred run's end against adamw_step's w, m, v: the device's masters (joined first where split, d_l), moments
- * and bf16 weights element by element, and each of the `blocks` call numbers in d_updated against `calls`. */
+/* A deferred run's state: n elements in `blocks` blocks of block_n, host (w, m, v: random, with zero_rows_moments'
+ * zeros, as adamw_step takes them) and device (masters fp32 with a bf16 copy, or split when d_l; moments; a poisoned
+ * gradient and schedule of steps + 1 calls). */
+typedef struct {
+    long n;
+    int bf16;
+    float *w, *m, *v, *d_w, *d_g, *d_sched;
+    void *d_m, *d_v;
+    bf16_t *d_h;
+    int16_t *d_l;
+} DeferredState;
+static DeferredState deferred_state(int bf16, int split, long blocks, long block_n, int steps) {
+    DeferredState s = {.n = blocks * block_n, .bf16 = bf16};
+    s.w = rand_f32(s.n, -1, 1);
+    adamw_moments(&s.m, &s.v, s.n, bf16);
+    zero_rows_moments(s.m, s.v, blocks, block_n);
+    s.d_w = gpu_upload(s.w, (size_t)s.n * 4), s.d_g = gpu_poisoned((size_t)s.n * 4);
+    s.d_sched = gpu_poisoned(3 * ((size_t)steps + 1) * sizeof(float));
+    s.d_m = upload_moment(s.m, s.n, bf16), s.d_v = upload_moment(s.v, s.n, bf16);
+    s.d_h = gpu_poisoned((size_t)s.n * 2);
+    s.d_l = split ? gpu_poisoned((size_t)s.n * 2) : NULL;
+    if (split) gpu_master_split(s.d_h, s.d_l, s.d_w, s.n, 0);
+    return s;
+}
+static void deferred_state_free(DeferredState *s) {
+    cudaFree(s->d_w), cudaFree(s->d_g), cudaFree(s->d_sched), cudaFree(s->d_m), cudaFree(s->d_v), cudaFree(s->d_h);
+    cudaFree(s->d_l);
+    free(s->w), free(s->m), free(s->v);
+}
+
+/* A deferred run's end against adamw_step's (the host w, m, v): the device's masters (joined first where split),
+ * moments and bf16 weights element by element, and the `updated` call numbers in d_updated against `calls`. */
 typedef struct {
     long state, bf16; /* elements whose master, m or v differ; bf16 weights that differ */
     int updated;      /* blocks whose call number differs */
 } DeferredBad;
-static DeferredBad deferred_end_bad(float *d_w, const bf16_t *d_h, const int16_t *d_l, const void *d_m,
-                                    const void *d_v, int bf16, const float *w, const float *m, const float *v, long n,
-                                    const int *d_updated, int blocks, int calls) {
-    if (d_l) gpu_master_join(d_w, d_h, d_l, n, 0);
-    float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
-    bf16_t *gh = dl_raw(d_h, (size_t)n * 2);
-    int *updated = dl_raw(d_updated, (size_t)blocks * sizeof(int));
+static DeferredBad deferred_end_bad(const DeferredState *s, const int *d_updated, int updated_n, int calls) {
+    const long n = s->n;
+    if (s->d_l) gpu_master_join(s->d_w, s->d_h, s->d_l, n, 0);
+    float *gw = dl_f32(s->d_w, n), *gm = download_moment(s->d_m, n, s->bf16);
+    float *gv = download_moment(s->d_v, n, s->bf16);
+    bf16_t *gh = dl_raw(s->d_h, (size_t)n * 2);
+    int *updated = dl_raw(d_updated, (size_t)updated_n * sizeof(int));
     DeferredBad bad = {0, 0, 0};
     for (long j = 0; j < n; j++) {
-        bad.state += memcmp(&gw[j], &w[j], 4) != 0 || memcmp(&gm[j], &m[j], 4) != 0 || memcmp(&gv[j], &v[j], 4) != 0;
-        bad.bf16 += gh[j] != (d_l ? host_to_bf16_ties_away(w[j]) : host_to_bf16(w[j]));
+        bad.state += memcmp(&gw[j], &s->w[j], 4) != 0 || memcmp(&gm[j], &s->m[j], 4) != 0 ||
+                     memcmp(&gv[j], &s->v[j], 4) != 0;
+        bad.bf16 += gh[j] != (s->d_l ? host_to_bf16_ties_away(s->w[j]) : host_to_bf16(s->w[j]));
     }
-    for (int b = 0; b < blocks; b++) bad.updated += updated[b] != calls;
+    for (int b = 0; b < updated_n; b++) bad.updated += updated[b] != calls;
     free(gw), free(gm), free(gv), free(gh), free(updated);
     return bad;
 }
@@ -1155,20 +1186,14 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
     pt.items = items, pt.count = TENSORS, pt.total = (size_t)n;
     const TrainConfig tc = adamw_config(bf16);
     rng_seed(950 + 2 * bf16 + split + block_n + blocks);
-    float *w = rand_f32(n, -1, 1), *m, *v;
-    adamw_moments(&m, &v, n, bf16);
-    zero_rows_moments(m, v, TENSORS * blocks, block_n);
-    float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
-    float *d_sched = gpu_poisoned(3 * (STEPS + 1) * sizeof(float));
-    void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
-    bf16_t *d_h = gpu_poisoned((size_t)n * 2);
-    int16_t *d_l = split ? gpu_poisoned((size_t)n * 2) : NULL;
-    if (split) gpu_master_split(d_h, d_l, d_w, n, 0);
+    DeferredState st = deferred_state(bf16, split, TENSORS * blocks, block_n, STEPS);
+    float *w = st.w, *m = st.m, *v = st.v, *d_g = st.d_g;
     AdamWTensor ts[TENSORS];
     for (int k = 0; k < TENSORS; k++)
-        ts[k] = (AdamWTensor){.params = split ? NULL : d_w + k * per, .params_bf16 = d_h + k * per,
-                              .params_lo = split ? d_l + k * per : NULL, .m = moment_at(d_m, (size_t)(k * per), bf16),
-                              .v = moment_at(d_v, (size_t)(k * per), bf16),
+        ts[k] = (AdamWTensor){.params = split ? NULL : st.d_w + k * per, .params_bf16 = st.d_h + k * per,
+                              .params_lo = split ? st.d_l + k * per : NULL,
+                              .m = moment_at(st.d_m, (size_t)(k * per), bf16),
+                              .v = moment_at(st.d_v, (size_t)(k * per), bf16),
                               .weight_decay = k == 0 ? tc.weight_decay : 0};
     const size_t list_ints = 1 + 2 * (size_t)blocks;
     int *live = calloc((size_t)blocks, sizeof(int)), *rows_at = calloc((size_t)blocks + 1, sizeof(int));
@@ -1192,7 +1217,7 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
         cudaCheck(cudaMemcpy(d_rows, rows_at, ((size_t)blocks + 1) * sizeof(int), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(d_live, live, (size_t)blocks * sizeof(int), cudaMemcpyHostToDevice));
         gpu_adamw_owed(d_owed, d_updated, d_rows, blocks, step, 0);
-        gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, step, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+        gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, step, st.d_sched, tc.beta1, tc.beta2, tc.eps, 0);
         int *got = dl_raw(d_owed, list_ints * sizeof(int));
         bad_owed += memcmp(got, want, sizeof(int) * (1 + 2 * (size_t)want[0])) != 0;
         free(got);
@@ -1205,7 +1230,7 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
             }
         const double gs = 0.25 + 0.1 * step;
         adamw_step(w, g, m, v, &pt, &tc, lrs[step], gs, step + 1);
-        gpu_adamw_record(d_sched, step + 1, lrs[step], tc.beta1, tc.beta2, step + 1, 0);
+        gpu_adamw_record(st.d_sched, step + 1, lrs[step], tc.beta1, tc.beta2, step + 1, 0);
         for (int k = 0; k < TENSORS; k++)
             gpu_adamw(ts[k].params, ts[k].params_bf16, ts[k].params_lo, d_g + k * per, ts[k].m, ts[k].v, bf16, per,
                       d_live, block_n, d_updated, step + 1, lrs[step], tc.beta1, tc.beta2, tc.eps, ts[k].weight_decay,
@@ -1213,15 +1238,15 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
         free(g);
     }
     gpu_adamw_owed(d_owed, d_updated, NULL, blocks, STEPS, 0);
-    gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, STEPS, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
-    const DeferredBad bad = deferred_end_bad(d_w, d_h, d_l, d_m, d_v, bf16, w, m, v, n, d_updated, blocks, STEPS);
+    gpu_adamw_catch_up(ts, TENSORS, bf16, block_n, d_owed, STEPS, st.d_sched, tc.beta1, tc.beta2, tc.eps, 0);
+    const DeferredBad bad = deferred_end_bad(&st, d_updated, blocks, STEPS);
     CHECK_MSG(bad.state == 0 && bad.bf16 == 0 && bad.updated == 0 && bad_owed == 0,
               "adamw deferred, %d blocks of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
               "%ld bf16 weights, %d blocks' call numbers after the last catch-up, %d steps' owed lists", blocks,
               block_n, bf16 ? "bf16" : "fp32", split ? "split" : "fp32", bad.state, n, bad.bf16, bad.updated, bad_owed);
-    cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
+    deferred_state_free(&st);
     cudaFree(d_updated), cudaFree(d_live), cudaFree(d_rows), cudaFree(d_owed);
-    free(w), free(m), free(v), free(live), free(rows_at), free(want);
+    free(live), free(rows_at), free(want);
 }
 
 /* Deferred updates by rows (gpu_adamw_rows) as an untied embedding table takes them: a decayed tensor of `rows` rows
@@ -1241,17 +1266,10 @@ static void adamw_rows_case(int bf16, int split, long row_n, int rows) {
     one_decayed_tensor(&pt, &item, n);
     const TrainConfig tc = adamw_config(bf16);
     rng_seed(1300 + 4 * bf16 + 2 * split + row_n + rows);
-    float *w = rand_f32(n, -1, 1), *m, *v;
-    adamw_moments(&m, &v, n, bf16);
-    zero_rows_moments(m, v, rows, row_n);
-    float *d_w = gpu_upload(w, (size_t)n * 4), *d_g = gpu_poisoned((size_t)n * 4);
-    float *d_sched = gpu_poisoned(3 * (STEPS + 1) * sizeof(float));
-    void *d_m = upload_moment(m, n, bf16), *d_v = upload_moment(v, n, bf16);
-    bf16_t *d_h = gpu_poisoned((size_t)n * 2);
-    int16_t *d_l = split ? gpu_poisoned((size_t)n * 2) : NULL;
-    if (split) gpu_master_split(d_h, d_l, d_w, n, 0);
-    const AdamWTensor t = {.params = split ? NULL : d_w, .params_bf16 = d_h, .params_lo = d_l, .m = d_m, .v = d_v,
-                           .weight_decay = tc.weight_decay};
+    DeferredState st = deferred_state(bf16, split, rows, row_n, STEPS);
+    float *w = st.w, *m = st.m, *v = st.v, *d_g = st.d_g, *d_sched = st.d_sched;
+    const AdamWTensor t = {.params = split ? NULL : st.d_w, .params_bf16 = st.d_h, .params_lo = st.d_l, .m = st.d_m,
+                           .v = st.d_v, .weight_decay = tc.weight_decay};
     int *ids = malloc(sizeof(int) * (size_t)rows), *zeros = calloc((size_t)rows, sizeof(int));
     int *d_updated = gpu_upload(zeros, sizeof(int) * (size_t)rows), *d_ids = gpu_poisoned(sizeof(int) * (size_t)rows);
     const double lrs[STEPS] = {1e-3, 2e-3, 1.5e-3, 7e-4, 3e-4, 2.2e-3};
@@ -1285,14 +1303,14 @@ static void adamw_rows_case(int bf16, int split, long row_n, int rows) {
         free(g);
     }
     gpu_adamw_rows(&t, bf16, row_n, NULL, rows, d_updated, STEPS, NULL, 1.0, d_sched, tc.beta1, tc.beta2, tc.eps, 0);
-    const DeferredBad bad = deferred_end_bad(d_w, d_h, d_l, d_m, d_v, bf16, w, m, v, n, d_updated, rows, STEPS);
+    const DeferredBad bad = deferred_end_bad(&st, d_updated, rows, STEPS);
     CHECK_MSG(bad.state == 0 && bad.bf16 == 0 && bad.updated == 0,
               "adamw by rows, %d rows of %ld, %s moments, %s masters: %ld of %ld elements differ from adamw_step's, "
               "%ld bf16 weights, %d rows' call numbers after the last catch-up", rows, row_n, bf16 ? "bf16" : "fp32",
               split ? "split" : "fp32", bad.state, n, bad.bf16, bad.updated);
-    cudaFree(d_w), cudaFree(d_g), cudaFree(d_sched), cudaFree(d_m), cudaFree(d_v), cudaFree(d_h), cudaFree(d_l);
+    deferred_state_free(&st);
     cudaFree(d_updated), cudaFree(d_ids);
-    free(w), free(m), free(v), free(ids), free(zeros);
+    free(ids), free(zeros);
 }
 
 static void test_adamw(void) {
