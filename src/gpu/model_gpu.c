@@ -433,6 +433,14 @@ GpuModel *gpu_model_create(const ModelDims *d, const ParamTable *t, const TrainC
     gpu_rope_table_init(g->rope_table, T, d->D, (float)d->rope_theta, g->stream);
     if (g->has_moe) create_moe(g);
     create_deferred(g);
+    const char *eager = getenv("MOKC_ADAMW_EAGER"); /* a test hook: the deferred updates against the eager ones */
+    if (eager && *eager && strcmp(eager, "0") != 0) {
+        if (strcmp(eager, "1") != 0)
+            mokc_die(MOKC_EXIT_USAGE, "set it to 1 (AdamW updates every tensor every step) or 0 / unset (the default)",
+                     "MOKC_ADAMW_EAGER=%s is neither 0 nor 1", eager);
+        gpu_model_set_deferred(g, 0, 0);
+        if (dist->rank == 0) printf("AdamW: every tensor updated every step (MOKC_ADAMW_EAGER=1)\n");
+    }
     cudaCheck(cudaStreamSynchronize(g->stream));
     return g;
 }

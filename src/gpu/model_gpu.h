@@ -58,7 +58,7 @@ int gpu_model_set_head_rows(GpuModel *g, int rows, int grad_rows);
  * used (gpu/adamw_deferred.h; on from the start where the experts' gradients are left unwritten,
  * MoeGpuGrads.idle_unwritten, and where the table is not the head's) deferred, or made every step: the same bits
  * either way. Off pays what is owed first; on settles every `settle_every` calls (0: the default). Returns the parts
- * deferred now (0 when off). */
+ * deferred now (0 when off). The environment's MOKC_ADAMW_EAGER=1 turns them off at creation (tests of whole runs). */
 enum { DEFERRED_EXPERTS = 1, DEFERRED_TABLE = 2 };
 int gpu_model_set_deferred(GpuModel *g, int on, int settle_every);
 
