@@ -163,6 +163,36 @@ template <bool SPLIT> struct Masters {
     }
 };
 
+/* Elements [i0, i1) of one tensor (groups of four with vec: i0 and i1 count groups) in steps of stride from i0: each
+ * loaded, its calls from + 1 .. upto replayed, with grads call upto + 1 made with its gradient (constants ag), and
+ * stored. */
+template <bool BF16, bool SPLIT>
+__device__ __forceinline__ void replay_span(const Masters<SPLIT> &p, typename Moments<BF16>::T *m,
+                                            typename Moments<BF16>::T *v, long i0, long i1, long stride, int vec,
+                                            int from, int upto, const AdamWConst &a, const float *sched,
+                                            const float *grads, const AdamWConst &ag) {
+    typedef Moments<BF16> S;
+    if (vec) {
+        for (long i = i0; i < i1; i += stride) {
+            float4 w = p.load4(i), mm = S::load4(m, i), vv = S::load4(v, i);
+            replay<BF16>(w, mm, vv, from, upto, a, sched);
+            if (grads) adamw_elem4<BF16>(w, reinterpret_cast<const float4 *>(grads)[i], mm, vv, ag);
+            p.store4(i, w);
+            S::store4(m, i, mm);
+            S::store4(v, i, vv);
+        }
+    } else {
+        for (long i = i0; i < i1; i += stride) {
+            float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
+            replay<BF16>(w, mm, vv, from, upto, a, sched);
+            if (grads) adamw_elem<BF16>(w, grads[i], mm, vv, ag);
+            p.store(i, w);
+            S::store(m, i, mm);
+            S::store(v, i, vv);
+        }
+    }
+}
+
 /* blockIdx.y: the elements [y block_n, (y + 1) block_n) of n, whose gradient is zeros, not read, where live[y] is 0
  * (live NULL: one block of all n). With updated, such a block is not touched at all (its update deferred to
  * adamw_catch_up_kernel) and a live one records `call` as its state's. With vec, block_n is a multiple of 4. */
@@ -230,32 +260,15 @@ template <bool BF16, bool SPLIT> struct OwedTensors {
 template <bool BF16, bool SPLIT>
 __global__ void adamw_catch_up_kernel(OwedTensors<BF16, SPLIT> t, int n_tensors, long block_n, const int *list,
                                       int upto, const float *sched, AdamWConst a, int vec) {
-    typedef Moments<BF16> S;
     const long tid = (long)blockIdx.x * blockDim.x + threadIdx.x, stride = (long)gridDim.x * blockDim.x;
+    const long span = vec ? block_n / 4 : block_n;
     const int owed = list[0] * n_tensors;
     for (int ek = 0; ek < owed; ek++) {
         const int k = ek % n_tensors, b = list[1 + 2 * (ek / n_tensors)], from = list[2 + 2 * (ek / n_tensors)];
-        const Masters<SPLIT> p = t.p[k];
-        typename S::T *m = t.m[k], *v = t.v[k];
         AdamWConst ak = a;
         ak.wd = t.wd[k];
-        if (vec) {
-            for (long i = (long)b * (block_n / 4) + tid, end = (long)(b + 1) * (block_n / 4); i < end; i += stride) {
-                float4 w = p.load4(i), mm = S::load4(m, i), vv = S::load4(v, i);
-                replay<BF16>(w, mm, vv, from, upto, ak, sched);
-                p.store4(i, w);
-                S::store4(m, i, mm);
-                S::store4(v, i, vv);
-            }
-        } else {
-            for (long i = (long)b * block_n + tid, end = (long)(b + 1) * block_n; i < end; i += stride) {
-                float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
-                replay<BF16>(w, mm, vv, from, upto, ak, sched);
-                p.store(i, w);
-                S::store(m, i, mm);
-                S::store(v, i, vv);
-            }
-        }
+        replay_span<BF16, SPLIT>(t.p[k], t.m[k], t.v[k], (long)b * span + tid, (long)(b + 1) * span, stride, vec, from,
+                                 upto, ak, sched, nullptr, ak);
     }
 }
 
@@ -266,32 +279,14 @@ template <bool BF16, bool SPLIT>
 __global__ void adamw_rows_kernel(Masters<SPLIT> p, typename Moments<BF16>::T *m, typename Moments<BF16>::T *v,
                                   const float *grads, long row_n, const int *ids, int *updated, int upto,
                                   const float *sched, AdamWConst a, int vec) {
-    typedef Moments<BF16> S;
     const long r = ids ? ids[blockIdx.x] : blockIdx.x;
     const int from = updated[r], last = grads ? upto + 1 : upto;
     __syncthreads(); /* every thread has read updated[r] before thread 0 moves it */
     if (from >= last) return;
     if (threadIdx.x == 0) updated[r] = last;
-    const AdamWConst ag = call_const(a, sched, last); /* the gradient's call */
-    if (vec) {
-        for (long i = r * (row_n / 4) + threadIdx.x, end = (r + 1) * (row_n / 4); i < end; i += blockDim.x) {
-            float4 w = p.load4(i), mm = S::load4(m, i), vv = S::load4(v, i);
-            replay<BF16>(w, mm, vv, from, upto, a, sched);
-            if (grads) adamw_elem4<BF16>(w, reinterpret_cast<const float4 *>(grads)[i], mm, vv, ag);
-            p.store4(i, w);
-            S::store4(m, i, mm);
-            S::store4(v, i, vv);
-        }
-    } else {
-        for (long i = r * row_n + threadIdx.x, end = (r + 1) * row_n; i < end; i += blockDim.x) {
-            float w = p.load(i), mm = S::load(m, i), vv = S::load(v, i);
-            replay<BF16>(w, mm, vv, from, upto, a, sched);
-            if (grads) adamw_elem<BF16>(w, grads[i], mm, vv, ag);
-            p.store(i, w);
-            S::store(m, i, mm);
-            S::store(v, i, vv);
-        }
-    }
+    const long span = vec ? row_n / 4 : row_n;
+    replay_span<BF16, SPLIT>(p, m, v, r * span + threadIdx.x, (r + 1) * span, blockDim.x, vec, from, upto, a, sched,
+                             grads, call_const(a, sched, last));
 }
 
 __global__ void adamw_record_kernel(float *sched, int call, float lr, float ic1, float ic2) {
@@ -316,6 +311,19 @@ void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int st
                                                                   call, a, vec);
 }
 
+/* A tensor's masters as the kernels take them. */
+template <bool SPLIT> Masters<SPLIT> masters_of(const AdamWTensor &t) {
+    return Masters<SPLIT>{t.params, reinterpret_cast<__nv_bfloat16 *>(t.params_bf16), t.params_lo};
+}
+
+/* launch(BF16, SPLIT) with the state's form as two std::bool_constant: bf16 or fp32 moments, split or fp32 masters. */
+template <class Launch> void by_state_form(int state_bf16, int split, const Launch &launch) {
+    if (state_bf16 && split) launch(std::true_type{}, std::true_type{});
+    else if (state_bf16) launch(std::true_type{}, std::false_type{});
+    else if (split) launch(std::false_type{}, std::true_type{});
+    else launch(std::false_type{}, std::false_type{});
+}
+
 template <bool BF16, bool SPLIT>
 void catch_up_launch(const AdamWTensor *ts, int n_tensors, long block_n, const int *list, int upto,
                      const float *sched, AdamWConst a, int vec, cudaStream_t stream) {
@@ -323,7 +331,7 @@ void catch_up_launch(const AdamWTensor *ts, int n_tensors, long block_n, const i
     OwedTensors<BF16, SPLIT> t;
     memset(&t, 0, sizeof t);
     for (int k = 0; k < n_tensors; k++) {
-        t.p[k] = Masters<SPLIT>{ts[k].params, reinterpret_cast<__nv_bfloat16 *>(ts[k].params_bf16), ts[k].params_lo};
+        t.p[k] = masters_of<SPLIT>(ts[k]);
         t.m[k] = static_cast<T *>(ts[k].m), t.v[k] = static_cast<T *>(ts[k].v);
         t.wd[k] = (float)ts[k].weight_decay;
     }
@@ -336,9 +344,9 @@ template <bool BF16, bool SPLIT>
 void rows_launch(const AdamWTensor *t, const float *grads, long row_n, const int *ids, long n_rows, int *updated,
                  int upto, const float *sched, AdamWConst a, int vec, cudaStream_t stream) {
     typedef typename Moments<BF16>::T T;
-    const Masters<SPLIT> p{t->params, reinterpret_cast<__nv_bfloat16 *>(t->params_bf16), t->params_lo};
     adamw_rows_kernel<BF16, SPLIT><<<(unsigned)n_rows, kThreads, 0, stream>>>(
-        p, static_cast<T *>(t->m), static_cast<T *>(t->v), grads, row_n, ids, updated, upto, sched, a, vec);
+        masters_of<SPLIT>(*t), static_cast<T *>(t->m), static_cast<T *>(t->v), grads, row_n, ids, updated, upto, sched,
+        a, vec);
 }
 
 /* The same host-side conversions as adamw_step (src/optim.c). */
@@ -424,14 +432,9 @@ extern "C" void gpu_adamw_catch_up(const AdamWTensor *tensors, int n_tensors, in
     /* lr, ic1, ic2 come from sched, wd from each tensor; a zero gradient at scale 1 is the scaled zero of any step's
      * positive scale */
     const AdamWConst a = adamw_const(0.0, beta1, beta2, eps, 0.0, 1.0, 1);
-    if (state_bf16 && split)
-        catch_up_launch<true, true>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
-    else if (state_bf16)
-        catch_up_launch<true, false>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
-    else if (split)
-        catch_up_launch<false, true>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
-    else
-        catch_up_launch<false, false>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
+    by_state_form(state_bf16, split, [&](auto bf16, auto halves) {
+        catch_up_launch<bf16.value, halves.value>(tensors, n_tensors, block_n, list, upto, sched, a, vec, stream);
+    });
     cudaCheckLaunch();
 }
 
@@ -447,13 +450,8 @@ extern "C" void gpu_adamw_rows(const AdamWTensor *t, int state_bf16, long row_n,
                               "gpu_adamw_rows: split masters need params_bf16 and params_lo");
     /* lr, ic1, ic2 come from sched */
     const AdamWConst a = adamw_const(0.0, beta1, beta2, eps, t->weight_decay, grad_scale, 1);
-    if (state_bf16 && !t->params)
-        rows_launch<true, true>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
-    else if (state_bf16)
-        rows_launch<true, false>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
-    else if (!t->params)
-        rows_launch<false, true>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
-    else
-        rows_launch<false, false>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
+    by_state_form(state_bf16, t->params == NULL, [&](auto bf16, auto halves) {
+        rows_launch<bf16.value, halves.value>(t, grads, row_n, ids, n_rows, updated, upto, sched, a, vec, stream);
+    });
     cudaCheckLaunch();
 }
