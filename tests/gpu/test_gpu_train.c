@@ -322,7 +322,8 @@ static void test_gpu_deferred_matches_eager(void) {
     if (!gpu_test_begin()) return;
     setup_corpus(0.1);
     char cmd[9000], out[4096]; /* the hook takes 0 or 1, nothing else */
-    snprintf(cmd, sizeof cmd, "MOKC_ADAMW_EAGER=yes %s train %s --set backend=cuda --set train.steps=1",
+    snprintf(cmd, sizeof cmd, "MOKC_ADAMW_EAGER=yes %s train %s --set backend=cuda --set train.steps=1 "
+             "--set train.warmup_steps=0",
              test_mokc_binary(), spec);
     const int rc = test_run(cmd, out, sizeof out);
     CHECK_MSG(rc == 2 && strstr(out, "MOKC_ADAMW_EAGER=yes is neither 0 nor 1"), "MOKC_ADAMW_EAGER=yes: exit %d, %s",
