@@ -293,24 +293,6 @@ __global__ void adamw_record_kernel(float *sched, int call, float lr, float ic1,
     sched[3 * call] = lr, sched[3 * call + 1] = ic1, sched[3 * call + 2] = ic2;
 }
 
-template <bool SPLIT>
-void adamw_launch(Masters<SPLIT> p, const float *grads, void *m, void *v, int state_bf16, long n, const int *live,
-                  long block_n, int *updated, int call, AdamWConst a, int vec, cudaStream_t stream) {
-    const long blocks = live ? n / block_n : 1, per = live ? block_n : n;
-    vec = vec && (!live || per % 4 == 0); /* a whole range ends in the element path's tail */
-    const long most = kMaxGridBlocks / blocks > 0 ? kMaxGridBlocks / blocks : 1;
-    const long x = grid_for(vec ? per / 4 + 4 : per, kThreads);
-    const dim3 grid((unsigned)(x < most ? x : most), (unsigned)blocks);
-    if (state_bf16)
-        adamw_kernel<true, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<__nv_bfloat16 *>(m),
-                                                                 static_cast<__nv_bfloat16 *>(v), n, live, per,
-                                                                 updated, call, a, vec);
-    else
-        adamw_kernel<false, SPLIT><<<grid, kThreads, 0, stream>>>(p, grads, static_cast<float *>(m),
-                                                                  static_cast<float *>(v), n, live, per, updated,
-                                                                  call, a, vec);
-}
-
 /* A tensor's masters as the kernels take them. */
 template <bool SPLIT> Masters<SPLIT> masters_of(const AdamWTensor &t) {
     return Masters<SPLIT>{t.params, reinterpret_cast<__nv_bfloat16 *>(t.params_bf16), t.params_lo};
@@ -322,6 +304,20 @@ template <class Launch> void by_state_form(int state_bf16, int split, const Laun
     else if (state_bf16) launch(std::true_type{}, std::false_type{});
     else if (split) launch(std::false_type{}, std::true_type{});
     else launch(std::false_type{}, std::false_type{});
+}
+
+template <bool BF16, bool SPLIT>
+void adamw_launch(const AdamWTensor &t, const float *grads, long n, const int *live, long block_n, int *updated,
+                  int call, AdamWConst a, int vec, cudaStream_t stream) {
+    typedef typename Moments<BF16>::T T;
+    const long blocks = live ? n / block_n : 1, per = live ? block_n : n;
+    vec = vec && (!live || per % 4 == 0); /* a whole range ends in the element path's tail */
+    const long most = kMaxGridBlocks / blocks > 0 ? kMaxGridBlocks / blocks : 1;
+    const long x = grid_for(vec ? per / 4 + 4 : per, kThreads);
+    const dim3 grid((unsigned)(x < most ? x : most), (unsigned)blocks);
+    adamw_kernel<BF16, SPLIT><<<grid, kThreads, 0, stream>>>(masters_of<SPLIT>(t), grads, static_cast<T *>(t.m),
+                                                             static_cast<T *>(t.v), n, live, per, updated, call, a,
+                                                             vec);
 }
 
 template <bool BF16, bool SPLIT>
@@ -379,26 +375,21 @@ int state_vec(const float *params, const bf16_t *params_bf16, const int16_t *par
 
 } // namespace
 
-extern "C" void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m,
-                          void *v, int state_bf16, long n, const int *live, long block_n, int *updated, int call,
-                          double lr, double beta1, double beta2, double eps, double weight_decay, double grad_scale,
-                          long t_step, cudaStream_t stream) {
+extern "C" void gpu_adamw(const AdamWTensor *t, const float *grads, int state_bf16, long n, const int *live,
+                          long block_n, int *updated, int call, double lr, double beta1, double beta2, double eps,
+                          double grad_scale, long t_step, cudaStream_t stream) {
     if (n <= 0) return;
     if (live && (block_n <= 0 || n % block_n != 0 || n / block_n > 65535))
         mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: live blocks need n a multiple of block_n, at most 65535 "
                         "blocks", __FILE__, __LINE__);
     if (updated && !live)
         mokc_cuda_check(cudaErrorInvalidValue, "gpu_adamw: updated needs live", __FILE__, __LINE__);
-    const AdamWConst a = adamw_const(lr, beta1, beta2, eps, weight_decay, grad_scale, t_step);
-    const int vec = aligned(grads, 16) && state_vec(params, params_bf16, params_lo, m, v, state_bf16,
+    const AdamWConst a = adamw_const(lr, beta1, beta2, eps, t->weight_decay, grad_scale, t_step);
+    const int vec = aligned(grads, 16) && state_vec(t->params, t->params_bf16, t->params_lo, t->m, t->v, state_bf16,
                                                     "gpu_adamw: split masters need params_bf16 and params_lo");
-    __nv_bfloat16 *pbf = reinterpret_cast<__nv_bfloat16 *>(params_bf16);
-    if (params)
-        adamw_launch(Masters<false>{params, pbf, NULL}, grads, m, v, state_bf16, n, live, block_n, updated, call, a,
-                     vec, stream);
-    else
-        adamw_launch(Masters<true>{NULL, pbf, params_lo}, grads, m, v, state_bf16, n, live, block_n, updated, call,
-                     a, vec, stream);
+    by_state_form(state_bf16, t->params == NULL, [&](auto bf16, auto halves) {
+        adamw_launch<bf16.value, halves.value>(*t, grads, n, live, block_n, updated, call, a, vec, stream);
+    });
     cudaCheckLaunch();
 }
 

@@ -13,10 +13,20 @@
 extern "C" {
 #endif
 
+/* A tensor's optimizer state. */
+typedef struct {
+    float *params;        /* fp32 masters (a bf16 copy in params_bf16 if not NULL), or NULL: split masters */
+    bf16_t *params_bf16;
+    int16_t *params_lo;
+    void *m, *v;
+    double weight_decay;  /* the tensor's (0 if not decayed) */
+} AdamWTensor;
+
 /* For i < n, with the host-side constants of adamw_step
  *   b1 = (float)beta1, b2 = (float)beta2, ic1 = (float)(1 / (1 - beta1^t_step)),
  *   ic2 = (float)(1 / (1 - beta2^t_step)) (the bias corrections' reciprocals, in double),
- *   lr = (float)lr, wd = (float)weight_decay, gs = (float)grad_scale, eps = (float)eps:
+ *   lr = (float)lr, wd = (float)t->weight_decay, gs = (float)grad_scale, eps = (float)eps, and t's
+ *   params, params_bf16, params_lo, m, v:
  *     g = grads[i] * gs
  *     m[i] = b1 * m[i] + (1 - b1) * g
  *     v[i] = b2 * v[i] + (1 - b2) * g * g
@@ -34,15 +44,15 @@ extern "C" {
  * updates of calls up to `call`; gpu_adamw_record(call) must hold this call's constants before a catch-up replays it).
  * The replay's bits are the eager update's for a finite positive grad_scale (a zero gradient scales to +0).
  * params fp32 (n) or params_bf16 bf16 and params_lo int16 (n), m, v updated in place; grads fp32 (n), read only;
- * with params, params_bf16 bf16 (n) overwritten. t_step is the 1-based step count. weight_decay: the config's value
- * for decayed tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the same
- * decay flag. n == 0 launches nothing.
+ * with params, params_bf16 bf16 (n) overwritten. t_step is the 1-based step count. t->weight_decay: the config's
+ * value for decayed tensors (ParamInfo.decay), 0 for the others: launch per tensor, or per run of tensors with the
+ * same decay flag. n == 0 launches nothing.
  * Alignment: none required; with params, grads, fp32 m, v 16-byte aligned, bf16 m, v, params_bf16 and params_lo
  * 8-byte aligned the kernel moves 4 elements per access (flat-buffer offsets that are multiples of 4 elements),
  * otherwise 1 (same results). */
-void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const float *grads, void *m, void *v,
-               int state_bf16, long n, const int *live, long block_n, int *updated, int call, double lr, double beta1,
-               double beta2, double eps, double weight_decay, double grad_scale, long t_step, cudaStream_t stream);
+void gpu_adamw(const AdamWTensor *t, const float *grads, int state_bf16, long n, const int *live, long block_n,
+               int *updated, int call, double lr, double beta1, double beta2, double eps, double grad_scale,
+               long t_step, cudaStream_t stream);
 
 /* Deferred updates (gpu_adamw's `updated`). An idle block's update depends on nothing but its own state and the
  * call's constants (its gradient is zeros), so it can wait until the state is read and be replayed then, in the same
@@ -55,13 +65,6 @@ void gpu_adamw(float *params, bf16_t *params_bf16, int16_t *params_lo, const flo
  * gpu_adamw_catch_up: for each listed block of each tensor (the tensors share the blocks' calls: n_tensors of 1 to
  * 3, blocks of block_n elements, masters all fp32 or all split), gpu_adamw's updates of calls updated[b] + 1 .. upto
  * with zeros for the gradient and sched's constants of each call: the bits those calls would have left. */
-typedef struct {
-    float *params;        /* fp32 masters (a bf16 copy in params_bf16 if not NULL), or NULL: split masters */
-    bf16_t *params_bf16;
-    int16_t *params_lo;
-    void *m, *v;
-    double weight_decay;  /* the tensor's (0 if not decayed) */
-} AdamWTensor;
 
 void gpu_adamw_record(float *sched, int call, double lr, double beta1, double beta2, long t_step,
                       cudaStream_t stream);

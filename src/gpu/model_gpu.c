@@ -335,7 +335,7 @@ static void plan_model(GpuModel *g) {
     }
 }
 
-/* Tensor i's state as AdamW's deferred updates take it. */
+/* Tensor i's state as AdamW takes it. */
 static AdamWTensor adamw_tensor(GpuModel *g, int i) {
     const ParamInfo *p = &g->t->items[i];
     const int fp32 = master_fp32(g, p);
@@ -1114,7 +1114,7 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
     const int call = g->deferred_on ? adamw_deferred_call(&g->deferred, lr, t, g->stream) : 0;
     for (int i = 0; i < g->t->count; i++) {
         const ParamInfo *p = &g->t->items[i];
-        const size_t o = p->offset, at = g->master_at[i];
+        const size_t o = p->offset;
         if (o == g->t->tok_emb && g->deferred_on && g->deferred.rows) {
             /* the rows some rank's tokens used (reduce_embedding's list; all where no backward listed them) */
             const int n = g->emb_grad_rows;
@@ -1122,14 +1122,13 @@ void gpu_model_adamw(GpuModel *g, double lr, double grad_scale, long t) {
                                        g->stream);
             continue;
         }
-        const int fp32 = master_fp32(g, p), idle = p->kind == PARAM_EXPERT && g->experts_idle_unwritten;
+        const int idle = p->kind == PARAM_EXPERT && g->experts_idle_unwritten;
         int *updated = idle && g->deferred_on ? adamw_deferred_updated(&g->deferred, p->layer - g->d->first_dense)
                                               : NULL;
-        gpu_adamw(fp32 ? g->params + at : NULL, g->params_bf16 + o, fp32 ? NULL : g->params_lo + at, g->grads + o,
-                  moment_at(g, g->adam_m, o), moment_at(g, g->adam_v, o), state_bf16(g), (long)p->numel,
-                  idle ? g->moe_saved[p->layer].rows_step : NULL, idle ? (long)(p->numel / p->shape[0]) : 0, updated,
-                  call, lr, tc->beta1, tc->beta2, tc->eps, p->decay ? tc->weight_decay : 0.0, grad_scale, t,
-                  g->stream);
+        const AdamWTensor at = adamw_tensor(g, i);
+        gpu_adamw(&at, g->grads + o, state_bf16(g), (long)p->numel, idle ? g->moe_saved[p->layer].rows_step : NULL,
+                  idle ? (long)(p->numel / p->shape[0]) : 0, updated, call, lr, tc->beta1, tc->beta2, tc->eps,
+                  grad_scale, t, g->stream);
     }
     qkv_weights_copy(g);
     step_timer_end(&g->timer);

@@ -887,6 +887,12 @@ static float *download_moment(const void *dev, long n, int bf16) {
 static void *moment_at(void *base, size_t o, int bf16) {
     return bf16 ? (void *)((bf16_t *)base + o) : (void *)((float *)base + o);
 }
+/* The elements from o of flat buffers (w: fp32 masters, h: their bf16 copy or the split pairs' halves with l; NULL
+ * where absent) as AdamW takes them. */
+static AdamWTensor state_at(float *w, bf16_t *h, int16_t *l, void *m, void *v, size_t o, int bf16, double wd) {
+    return (AdamWTensor){.params = w ? w + o : NULL, .params_bf16 = h ? h + o : NULL, .params_lo = l ? l + o : NULL,
+                         .m = moment_at(m, o, bf16), .v = moment_at(v, o, bf16), .weight_decay = wd};
+}
 
 /* The AdamW tests' settings, with fp32 or bf16 moments. */
 static TrainConfig adamw_config(int bf16) {
@@ -952,9 +958,9 @@ static void adamw_case(int bf16) {
         adamw_step(w, grads[step], m, v, &pt, &tc, lrs[step], gss[step], step + 1);
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(d_w + o, d_b + o, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
-                      items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
+            const AdamWTensor t = state_at(d_w, d_b, NULL, d_m, d_v, o, bf16, items[i].decay ? tc.weight_decay : 0.0);
+            gpu_adamw(&t, d_g + o, bf16, (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2,
+                      tc.eps, gss[step], step + 1, 0);
         }
     }
     float *gw = dl_f32(d_w, n), *gm = download_moment(d_m, n, bf16), *gv = download_moment(d_v, n, bf16);
@@ -987,9 +993,9 @@ static void adamw_case(int bf16) {
         cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(d_w + o, NULL, NULL, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
-                      items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
+            const AdamWTensor t = state_at(d_w, NULL, NULL, d_m, d_v, o, bf16, items[i].decay ? tc.weight_decay : 0.0);
+            gpu_adamw(&t, d_g + o, bf16, (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2,
+                      tc.eps, gss[step], step + 1, 0);
         }
     }
     float *gw2 = dl_f32(d_w, n), *gm2 = download_moment(d_m, n, bf16), *gv2 = download_moment(d_v, n, bf16);
@@ -1009,9 +1015,9 @@ static void adamw_case(int bf16) {
         cudaCheck(cudaMemcpy(d_g, grads[step], (size_t)n * 4, cudaMemcpyHostToDevice));
         for (int i = 0; i < pt.count; i++) {
             size_t o = items[i].offset;
-            gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                      (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2, tc.eps,
-                      items[i].decay ? tc.weight_decay : 0.0, gss[step], step + 1, 0);
+            const AdamWTensor t = state_at(NULL, d_h, d_l, d_m, d_v, o, bf16, items[i].decay ? tc.weight_decay : 0.0);
+            gpu_adamw(&t, d_g + o, bf16, (long)items[i].numel, NULL, 0, NULL, 0, lrs[step], tc.beta1, tc.beta2,
+                      tc.eps, gss[step], step + 1, 0);
         }
     }
     for (int i = 0; i < pt.count; i++)
@@ -1049,9 +1055,9 @@ static void adamw_case(int bf16) {
     for (int i = 0; i < pt.count; i++) {
         size_t o = items[i].offset;
         gpu_master_split(d_h + o, d_l + o, d_w + o, (long)items[i].numel, 0);
-        gpu_adamw(NULL, d_h + o, d_l + o, d_g + o, moment_at(d_m, o, bf16), moment_at(d_v, o, bf16), bf16,
-                  (long)items[i].numel, NULL, 0, NULL, 0, 0.0, tc.beta1, tc.beta2, tc.eps,
-                  items[i].decay ? tc.weight_decay : 0.0, 1.0, 4, 0);
+        const AdamWTensor t = state_at(NULL, d_h, d_l, d_m, d_v, o, bf16, items[i].decay ? tc.weight_decay : 0.0);
+        gpu_adamw(&t, d_g + o, bf16, (long)items[i].numel, NULL, 0, NULL, 0, 0.0, tc.beta1, tc.beta2, tc.eps, 1.0, 4,
+                  0);
         gpu_master_join(d_w + o, d_h + o, d_l + o, (long)items[i].numel, 0);
     }
     float *tj = dl_f32(d_w, n);
@@ -1096,8 +1102,8 @@ static void adamw_live_case(int bf16, long block_n) {
                                               cudaMemcpyHostToDevice));
             else memset(g + b * block_n, 0, (size_t)block_n * 4);
         adamw_step(w, g, m, v, &pt, &tc, 1e-3, 0.5, step + 1);
-        gpu_adamw(NULL, d_h, d_l, d_g, d_m, d_v, bf16, n, d_live, block_n, NULL, 0, 1e-3, tc.beta1, tc.beta2, tc.eps,
-                  tc.weight_decay, 0.5, step + 1, 0);
+        const AdamWTensor t = state_at(NULL, d_h, d_l, d_m, d_v, 0, bf16, tc.weight_decay);
+        gpu_adamw(&t, d_g, bf16, n, d_live, block_n, NULL, 0, 1e-3, tc.beta1, tc.beta2, tc.eps, 0.5, step + 1, 0);
         free(g);
     }
     gpu_master_join(d_w, d_h, d_l, n, 0);
@@ -1190,11 +1196,8 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
     float *w = st.w, *m = st.m, *v = st.v, *d_g = st.d_g;
     AdamWTensor ts[TENSORS];
     for (int k = 0; k < TENSORS; k++)
-        ts[k] = (AdamWTensor){.params = split ? NULL : st.d_w + k * per, .params_bf16 = st.d_h + k * per,
-                              .params_lo = split ? st.d_l + k * per : NULL,
-                              .m = moment_at(st.d_m, (size_t)(k * per), bf16),
-                              .v = moment_at(st.d_v, (size_t)(k * per), bf16),
-                              .weight_decay = k == 0 ? tc.weight_decay : 0};
+        ts[k] = state_at(split ? NULL : st.d_w, st.d_h, split ? st.d_l : NULL, st.d_m, st.d_v, (size_t)(k * per), bf16,
+                         k == 0 ? tc.weight_decay : 0);
     const size_t list_ints = 1 + 2 * (size_t)blocks;
     int *live = calloc((size_t)blocks, sizeof(int)), *rows_at = calloc((size_t)blocks + 1, sizeof(int));
     int *want = calloc(list_ints, sizeof(int));
@@ -1232,9 +1235,8 @@ static void adamw_deferred_case(int bf16, int split, long block_n, int blocks) {
         adamw_step(w, g, m, v, &pt, &tc, lrs[step], gs, step + 1);
         gpu_adamw_record(st.d_sched, step + 1, lrs[step], tc.beta1, tc.beta2, step + 1, 0);
         for (int k = 0; k < TENSORS; k++)
-            gpu_adamw(ts[k].params, ts[k].params_bf16, ts[k].params_lo, d_g + k * per, ts[k].m, ts[k].v, bf16, per,
-                      d_live, block_n, d_updated, step + 1, lrs[step], tc.beta1, tc.beta2, tc.eps, ts[k].weight_decay,
-                      gs, step + 1, 0);
+            gpu_adamw(&ts[k], d_g + k * per, bf16, per, d_live, block_n, d_updated, step + 1, lrs[step], tc.beta1,
+                      tc.beta2, tc.eps, gs, step + 1, 0);
         free(g);
     }
     gpu_adamw_owed(d_owed, d_updated, NULL, blocks, STEPS, 0);
