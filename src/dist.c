@@ -105,3 +105,27 @@ void dist_exit(Dist *d, int code) {
     dist_finalize(d);
     exit(code);
 }
+
+void dist_fail_all(Dist *d, int code, const char *hint, const char *msg) {
+    fflush(stdout);
+    if (d->rank == 0) {
+        fprintf(stderr, "mokc: error: %s\n", msg);
+        if (hint) fprintf(stderr, "---> HINT: %s\n", hint);
+    }
+    dist_exit(d, code);
+}
+
+void dist_average_grads(const Dist *d, const ParamTable *t, float *grads) {
+    if (d->world == 1) return;
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->items[i];
+        MPI_Comm comm = p->kind == PARAM_EXPERT ? d->dp_comm : MPI_COMM_WORLD;
+        float *g = grads + p->offset;
+        /* MPI counts are ints: large tensors go in pieces. */
+        for (size_t done = 0; (p->kind != PARAM_EXPERT || d->dp > 1) && done < p->numel; done += (1u << 30)) {
+            size_t part = p->numel - done < (1u << 30) ? p->numel - done : (1u << 30);
+            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g + done, (int)part, MPI_FLOAT, MPI_SUM, comm));
+        }
+        for (size_t j = 0; j < p->numel; j++) g[j] /= (float)d->world;
+    }
+}

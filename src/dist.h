@@ -9,6 +9,8 @@
 #include <mpi.h>
 #include <stdbool.h>
 
+#include "model.h"
+
 typedef struct {
     int rank, world;          /* MPI_COMM_WORLD */
     int local_rank, local_size; /* within the node (MPI_COMM_TYPE_SHARED) */
@@ -46,5 +48,14 @@ void dist_mpi_check(int rc, const char *what, const char *file, int line);
 /* Every rank exits with `code` after a barrier-free MPI_Finalize where possible (errors that all
  * ranks detect identically) — never leaves mpirun hanging. */
 void dist_exit(Dist *dist, int code) __attribute__((noreturn));
+/* For problems every rank finds alike: rank 0 prints "mokc: error: msg" and the hint (NULL: none), then every rank
+ * exits with `code` (dist_exit). */
+void dist_fail_all(Dist *dist, int code, const char *hint, const char *msg) __attribute__((noreturn));
+
+/* The CPU backend's all-reduce: the gradient of the mean loss over all ranks. A replicated tensor's gradient on each
+ * rank comes from its own tokens: sum over the world, divide by the world. An expert's gradient on its owner already
+ * sums the tokens of the whole EP group (they were sent to it): sum over the DP group (the other owners of the same
+ * experts), and divide by the world too. */
+void dist_average_grads(const Dist *dist, const ParamTable *t, float *grads);
 
 #endif

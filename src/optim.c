@@ -36,8 +36,7 @@ double sum_of_squares(const float *x, size_t n) {
     return total;
 }
 
-/* x rounded to the nearest bf16, ties to even, as the GPU's __float2bfloat16_rn (a NaN: its canonical 0x7fff). */
-static float bf16_round(float x) {
+float bf16_round(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) u = 0x7fff0000u;

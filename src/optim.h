@@ -18,6 +18,9 @@ double lr_at_step(const TrainConfig *tc, int step);
  * result does not depend on the thread count. */
 double sum_of_squares(const float *x, size_t n);
 
+/* x rounded to the nearest bf16, ties to even, as the GPU's __float2bfloat16_rn (a NaN: its canonical 0x7fff). */
+float bf16_round(float x);
+
 /* With tc->optimizer_state bf16, m and v (n each) rounded to bf16 as adamw_step keeps them (a checkpoint
  * written with fp32 moments, resumed with bf16 ones: both backends then start from the same values); else
  * nothing. */

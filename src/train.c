@@ -103,13 +103,9 @@ static void parse_args(int argc, char **argv, const char *help, const char **spe
 }
 
 /* Errors every rank detects the same way: rank 0 prints, all exit with the same code. */
+static void fail_all(Trainer *tr, int code, const char *hint, const char *msg) __attribute__((noreturn));
 static void fail_all(Trainer *tr, int code, const char *hint, const char *msg) {
-    fflush(stdout);
-    if (tr->dist.rank == 0) {
-        fprintf(stderr, "mokc: error: %s\n", msg);
-        if (hint) fprintf(stderr, "---> HINT: %s\n", hint);
-    }
-    dist_exit(&tr->dist, code);
+    dist_fail_all(&tr->dist, code, hint, msg);
 }
 
 /* backend auto: the GPU when this binary has the CUDA backend and the machine a GPU. On the GPU
@@ -152,34 +148,6 @@ static void gpu_moe_note(Trainer *tr, const GpuModel *g) {
 
 /* Every rank opens its data; a problem on any rank (one rank's file can differ) stops all of them
  * with the first failing rank's message, printed once. */
-#ifdef MOKC_CUDA
-/* NCCL needs one GPU per rank. Ranks may see every GPU of their host or only their own
- * (--gpus-per-task=1), so compare what they picked: (host, device UUID) must be unique. */
-static void check_one_rank_per_gpu(Trainer *tr, int device) {
-    typedef struct {
-        char host[64];
-        unsigned char uuid[16];
-    } Where;
-    Where mine;
-    memset(&mine, 0, sizeof mine);
-    snprintf(mine.host, sizeof mine.host, "%.63s", tr->dist.host);
-    gpu_device_uuid(device, mine.uuid);
-    Where *all = callocCheck((size_t)tr->dist.world, sizeof(Where));
-    mpiCheck(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
-    for (int i = 0; i < tr->dist.world; i++)
-        for (int j = i + 1; j < tr->dist.world; j++)
-            if (memcmp(&all[i], &all[j], sizeof(Where)) == 0) {
-                char msg[256];
-                snprintf(msg, sizeof msg, "ranks %d and %d on host %.64s would share one GPU: the CUDA backend runs "
-                         "one rank per GPU", i, j, all[i].host);
-                free(all);
-                fail_all(tr, MOKC_EXIT_USAGE, "start at most one rank per GPU (mpirun -np <GPUs>, or srun "
-                         "--gpus-per-task=1), or set \"backend\": \"cpu\"", msg);
-            }
-    free(all);
-}
-#endif
-
 static void open_data(Trainer *tr) {
     const MokcConfig *c = &tr->cfg;
     char err[2048], msg[2200];
@@ -368,8 +336,7 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     tr->targets = mallocCheck(N * sizeof(int));
 #ifdef MOKC_CUDA
     if (tr->use_gpu) {
-        int dev = gpu_select_device(tr->dist.local_rank);
-        check_one_rank_per_gpu(tr, dev);
+        int dev = gpu_take_device(&tr->dist, "or set \"backend\": \"cpu\"");
         gpu_describe(dev, tr->gpu_name, sizeof tr->gpu_name);
         gpu_comms_init(&tr->comms, &tr->dist);
         tr->gpu = gpu_model_create(&tr->dims, &tr->table, &c->train, &tr->dist, &tr->comms,
@@ -471,26 +438,6 @@ static int stop_for_signal(Trainer *tr, int sig) {
 }
 
 /* ---------- one step ---------- */
-
-/* The gradient of the mean loss over all ranks. A replicated tensor's gradient on each rank comes
- * from its own tokens: sum over the world, divide by the world. An expert's gradient on its owner
- * already sums the tokens of the whole EP group (they were sent to it): sum over the DP group
- * (the other owners of the same experts), and divide by the world too. */
-static void average_gradients(Trainer *tr) {
-    const Dist *d = &tr->dist;
-    if (d->world == 1) return;
-    for (int i = 0; i < tr->table.count; i++) {
-        const ParamInfo *p = &tr->table.items[i];
-        MPI_Comm comm = p->kind == PARAM_EXPERT ? d->dp_comm : MPI_COMM_WORLD;
-        float *g = tr->grads + p->offset;
-        /* MPI counts are ints: large tensors go in pieces. */
-        for (size_t done = 0; (p->kind != PARAM_EXPERT || d->dp > 1) && done < p->numel; done += (1u << 30)) {
-            size_t part = p->numel - done < (1u << 30) ? p->numel - done : (1u << 30);
-            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g + done, (int)part, MPI_FLOAT, MPI_SUM, comm));
-        }
-        for (size_t j = 0; j < p->numel; j++) g[j] /= (float)d->world;
-    }
-}
 
 /* Global gradient norm: replicated tensors are identical on every rank, expert tensors are
  * summed over the EP group (each rank holds different experts). */
@@ -636,7 +583,7 @@ static double optimizer_step(Trainer *tr, double lr) {
         return norm;
     }
 #endif
-    average_gradients(tr);
+    dist_average_grads(&tr->dist, &tr->table, tr->grads);
     norm = global_grad_norm(tr);
     check_finite_norm(tr, norm);
     double scale = t->grad_clip > 0 && norm > t->grad_clip ? t->grad_clip / norm : 1.0;

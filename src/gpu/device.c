@@ -124,3 +124,31 @@ void gpu_require_arch(int device) {
                                      "those GPUs, or set \"backend\": \"cpu\"";
     mokc_die(MOKC_EXIT_RUNTIME, hint, "%s", msg);
 }
+
+int gpu_take_device(Dist *dist, const char *also) {
+    const int device = gpu_select_device(dist->local_rank);
+    /* Ranks may see every GPU of their host or only their own (--gpus-per-task=1): compare what they picked. */
+    typedef struct {
+        char host[64];
+        unsigned char uuid[16];
+    } Where;
+    Where mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.host, sizeof mine.host, "%.63s", dist->host);
+    gpu_device_uuid(device, mine.uuid);
+    Where *all = callocCheck((size_t)dist->world, sizeof(Where));
+    mpiCheck(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
+    for (int i = 0; i < dist->world; i++)
+        for (int j = i + 1; j < dist->world; j++)
+            if (memcmp(&all[i], &all[j], sizeof(Where)) == 0) {
+                char msg[256], hint[256];
+                snprintf(msg, sizeof msg, "ranks %d and %d on host %.64s would share one GPU: the CUDA backend runs "
+                         "one rank per GPU", i, j, all[i].host);
+                snprintf(hint, sizeof hint, "start at most one rank per GPU (mpirun -np <GPUs>, or srun "
+                         "--gpus-per-task=1)%s%s", also ? ", " : "", also ? also : "");
+                free(all);
+                dist_fail_all(dist, MOKC_EXIT_USAGE, hint, msg);
+            }
+    free(all);
+    return device;
+}

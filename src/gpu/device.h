@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "dist.h"
+
 /* Number of usable CUDA devices (0 when there is none or no driver; never fails). */
 int gpu_device_count(void);
 /* Selects local_rank % count and checks that this build's kernels run on it (gpu_require_arch);
@@ -17,6 +19,10 @@ int gpu_device_count(void);
  * line on stderr, "gpu: device D of V visible (CUDA_VISIBLE_DEVICES=...): NAME, UUID GPU-..., host
  * H" (to check a cluster's rank-to-GPU mapping). Dies with a message when no GPU is visible. */
 int gpu_select_device(int local_rank);
+/* gpu_select_device for this rank, then a collective over the world: NCCL needs one GPU per rank, so when two ranks
+ * picked one physical GPU (same host and UUID) every rank stops with a message saying how to launch instead, and
+ * `also` (e.g. "or set ...", or NULL) after it. Returns the device index. */
+int gpu_take_device(Dist *dist, const char *also);
 /* "NVIDIA H200, 132 SMs, 139.8 GiB, sm_90, driver 13.0" (for logs and run records). */
 void gpu_describe(int device, char *buf, int len);
 /* The CUDA runtime, the driver's CUDA version and NCCL's, as "13.0", "13.0", "2.28.3" (run records). */
