@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "model_check.h"
 #include "prepare.h"
 #include "run_record.h"
 #include "train.h"
@@ -28,8 +29,7 @@ static const char *usage_text =
     "  bench attn [--seq T --batch B ...]           causal attention on one GPU, flash vs cuBLAS;\n"
     "                                               RoPE's cost\n"
     "  bench gemm [--m M --n N --k K --groups G]    the mok Hopper GEMM tile alone vs cuBLAS, one GPU\n"
-    "  check                                        GPU kernels vs the CPU reference (not built yet:\n"
-    "                                               scripts/gpu-check.sh runs the GPU tests meanwhile)\n"
+    "  check SPEC.json [--layers N --tokens T ...]  the GPU backend vs the CPU reference on the spec's shapes\n"
     "  version                                      version, build options, library versions\n"
     "  help [command|config]                        this text, a command's help, or every spec key\n"
     "\n"
@@ -59,11 +59,13 @@ static int cmd_version(void) {
     return 0;
 }
 
+#ifndef MOKC_CUDA
 /* why: what the user can do instead, or what the command needs. */
 static int not_built(const char *what, const char *why) {
     fprintf(stderr, "mokc: error: `mokc %s` is not built yet: %s.\n", what, why);
     return MOKC_EXIT_RUNTIME;
 }
+#endif
 
 static int cmd_help(int argc, char **argv) {
     if (argc < 3) {
@@ -98,7 +100,11 @@ static int cmd_help(int argc, char **argv) {
         return cmd_bench_gemm(3, gemm_help);
     }
 #endif
-    if (strcmp(topic, "bench") == 0 || strcmp(topic, "check") == 0 || strcmp(topic, "version") == 0 ||
+    if (strcmp(topic, "check") == 0) {
+        char *check_help[] = {"check", "--help", NULL};
+        return cmd_check(2, check_help);
+    }
+    if (strcmp(topic, "bench") == 0 || strcmp(topic, "version") == 0 ||
         strcmp(topic, "help") == 0) {
         fputs(usage_text, stdout);
         return 0;
@@ -147,9 +153,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "bench") == 0)
         return not_built("bench", "it needs a build with the CUDA backend (nvcc and NCCL found)");
 #endif
-    if (strcmp(cmd, "check") == 0)
-        return not_built("check",
-                         "on a GPU machine, scripts/gpu-check.sh runs the GPU kernels against the CPU reference");
+    if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         return cmd_help(argc, argv);

@@ -140,20 +140,21 @@ static void help(void) {
 }
 
 static void not_built_yet(void) {
-    /* Plainly unavailable: non-zero, says so, prints no results on stdout. `mokc check` is not
-     * built anywhere yet; `mokc bench` exists only in builds with the CUDA backend. */
+    /* Plainly unavailable: non-zero, says so, prints no results on stdout. `mokc bench` exists only in builds with
+     * the CUDA backend. */
     Run v = run_mokc("version");
     int with_cuda = strstr(v.out, "cuda=off") == NULL;
     run_free(&v);
     const char *const not_built[] = {"not built yet", NULL};
-    const char *const check_instead[] = {"not built yet", "scripts/gpu-check.sh", NULL}; /* what to run meanwhile */
-    const char *cmds[] = {"check", "bench", "bench moe --config configs/tiny.json"};
-    for (int i = 0; i < (with_cuda ? 1 : 3); i++) {
-        Run r = expect_run_at(__FILE__, __LINE__, cmds[i], -1, i == 0 ? check_instead : not_built);
-        CHECK_MSG(r.out[0] == 0, "`mokc %s` printed on stdout: %s", cmds[i], r.out);
-        run_free(&r);
+    const char *cmds[] = {"bench", "bench moe --config configs/tiny.json"};
+    if (!with_cuda) {
+        for (int i = 0; i < 2; i++) {
+            Run r = expect_run_at(__FILE__, __LINE__, cmds[i], -1, not_built);
+            CHECK_MSG(r.out[0] == 0, "`mokc %s` printed on stdout: %s", cmds[i], r.out);
+            run_free(&r);
+        }
+        return;
     }
-    if (!with_cuda) return;
     const char *const which[] = {"needs a benchmark", NULL};
     Run r = expect_run_at(__FILE__, __LINE__, "bench", 2, which);
     run_free(&r);
@@ -180,6 +181,37 @@ static void not_built_yet(void) {
             run_free(&r);
         }
     }
+}
+
+/* ---------- check ---------- */
+
+static void check_usage_errors(void) {
+    EXPECT_FAIL("check", 2, "no spec", "usage: mokc check");
+    EXPECT_FAIL("check configs/tiny.json --bogus", 2, "unknown option '--bogus'", "usage: mokc check");
+    EXPECT_FAIL("check configs/tiny.json configs/tiny.json", 2, "more than one spec");
+    EXPECT_FAIL("check configs/tiny.json --layers", 2, "--layers needs a value");
+    EXPECT_FAIL("check configs/tiny.json --set", 2, "--set needs a value");
+    EXPECT_FAIL("check configs/tiny.json --layers 0", 2, "--layers 0: give a whole number from 1 to 4",
+                "model.num_layers");
+    EXPECT_FAIL("check configs/tiny.json --layers 5", 2, "--layers 5: give a whole number from 1 to 4");
+    EXPECT_FAIL("check configs/tiny.json --tokens 3x", 2, "--tokens 3x", "model.max_seq_len");
+    EXPECT_FAIL("check configs/tiny.json --tokens 129", 2, "--tokens 129: give a whole number from 1 to 128");
+    /* the spec is validated as `mokc train` validates it, every problem named */
+    EXPECT_FAIL("check configs/tiny.json --set moe.num_experts_per_tok=9 --set model.bogus=1", 2,
+                "moe.num_experts_per_tok", "model.bogus");
+    EXPECT_FAIL("check /nonexistent/spec.json", 2, "/nonexistent/spec.json");
+    EXPECT_OUTPUT("help check", "usage: mokc check SPEC.json", "--layers", "--tokens", "twice the loss");
+    EXPECT_OUTPUT("check --help", "usage: mokc check SPEC.json");
+    /* what it needs, said before anything runs: a CUDA build, and a GPU */
+    Run v = run_mokc("version");
+    int with_cuda = strstr(v.out, "cuda=off") == NULL;
+    run_free(&v);
+    if (with_cuda && system("nvidia-smi -L >/dev/null 2>&1") == 0) return; /* tests/gpu/test_gpu_check.c runs it */
+    const char *const needs_cuda[] = {"built without the CUDA backend", "build with nvcc", NULL};
+    const char *const needs_gpu[] = {"no GPU visible", "nvidia-smi", NULL};
+    Run r = expect_run_at(__FILE__, __LINE__, "check configs/tiny.json", 2, with_cuda ? needs_gpu : needs_cuda);
+    CHECK_MSG(r.out[0] == 0, "`mokc check` printed on stdout without a GPU: %s", r.out);
+    run_free(&r);
 }
 
 /* ---------- train: argument errors ---------- */
@@ -284,6 +316,7 @@ TEST_SUITE(cli,
     TEST_CASE(version),
     TEST_CASE(help),
     TEST_CASE(not_built_yet),
+    TEST_CASE(check_usage_errors),
     TEST_CASE(train_usage_errors),
     TEST_CASE(train_missing_spec),
     TEST_CASE(train_invalid_specs),

@@ -15,6 +15,7 @@
 #include "../../kernels/common.h"
 #include "../test.h"
 #include "common.h"
+#include "model_check.h" /* rel_error_f, count_nan */
 
 /* Call first in every GPU test: returns 0 (and marks the test skipped) when there is no GPU. */
 static inline int gpu_test_begin(void) {
@@ -115,24 +116,6 @@ static inline long count_bit_mismatch_f32(const float *a, const float *b, long n
     long c = 0;
     for (long i = 0; i < n; i++) c += memcmp(&a[i], &b[i], sizeof(float)) != 0;
     return c;
-}
-
-/* Number of NaN entries in a float array (after a download from a poisoned buffer). */
-static inline long count_nan(const float *x, long n) {
-    long c = 0;
-    for (long i = 0; i < n; i++) c += isnan(x[i]) != 0;
-    return c;
-}
-
-/* ||a - b|| / ||b|| of float arrays, in double. */
-static inline double rel_error_f(const float *a, const float *b, long n) {
-    double num = 0, den = 0;
-    for (long i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 /* Index of the largest |a - b| (NaN entries are counted by count_nan, not here). */

@@ -1,0 +1,49 @@
+/*
+ * `mokc check`: the GPU backend against the CPU reference on a spec's own shapes (cut to a few layers and one short
+ * sequence, so that the CPU keeps up), and the pieces of that comparison the GPU tests share: the weights both
+ * backends represent alike, and the per-tensor verdict on two sets of gradients.
+ */
+#ifndef MOKC_MODEL_CHECK_H
+#define MOKC_MODEL_CHECK_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* A gradient tensor agrees with the CPU reference within this relative error: bf16 operands in every GEMM, compounded
+ * over the layers, most through the attention backward's bf16 probabilities and score gradients (1.0-1.15e-2 on wq,
+ * wk and the router of tests/gpu/test_model_gpu.c's model, measured on an H200; under 1e-2 elsewhere). */
+#define CHECK_GRAD_TOL 2e-2
+/* The loss and the aux loss agree within this relative error. */
+#define CHECK_LOSS_TOL 1e-2
+/* The weights are the initialisation's times this: gradients well above bf16's rounding everywhere. */
+#define CHECK_WEIGHT_SCALE 5.0f
+
+/* ||a - b|| / ||b|| of float arrays, in double (||a - b|| when b is zero). */
+double rel_error_f(const float *a, const float *b, long n);
+/* Number of NaN entries in a float array. */
+long count_nan(const float *x, long n);
+
+/* The comparison's weights, in place: every tensor with more than one dimension scaled by `scale`, and all of them but
+ * the routers (the GPU's router logits are fp32 products) rounded to bf16 values, so that the GPU's bf16 copies are
+ * exact and the comparison measures the kernels' arithmetic, not the rounding of the weights. Norms are left. */
+void check_weights(float *params, const ParamTable *t, float scale);
+
+/* One tensor's verdict. */
+typedef struct {
+    double rel_error;  /* of the GPU's gradient against the CPU reference's */
+    int64_t nan;       /* NaN entries in the GPU's gradient */
+    int64_t unscaled;  /* elements of the second pass (twice the loss) other than exactly twice the first's */
+} GradCheck;
+
+/* Per tensor of t (out: t->count): got against want, and twice against 2 * got bit for bit (twice NULL: 0). */
+void check_grads(const ParamTable *t, const float *got, const float *twice, const float *want, GradCheck *out);
+static inline int grad_check_ok(const GradCheck *c) {
+    return c->rel_error < CHECK_GRAD_TOL && c->nan == 0 && c->unscaled == 0;
+}
+
+/* argv[0] = "check", argv[1] = SPEC.json, then --set, --layers and --tokens. Returns the exit code: 0 when the
+ * backends agree, 1 when not, 2 for bad input or a machine without a GPU. */
+int cmd_check(int argc, char **argv);
+
+#endif
