@@ -1,8 +1,9 @@
 /*
  * `mokc check`: one micro-batch of the spec's model on the GPU and on the CPU reference, from the same weights and
- * tokens, under the spec's parallel layout; then the loss, the aux loss and every gradient tensor compared, and a
- * second GPU pass at twice the loss, which must give exactly twice the gradients (an element neither zeroed nor
- * written would keep the first pass's value; a nondeterministic kernel would change bits).
+ * tokens, under the spec's parallel layout. The GPU runs first, twice: the second pass at twice the loss must give
+ * exactly twice the gradients (an element neither zeroed nor written would keep the first pass's value; a
+ * nondeterministic kernel would change bits). The CPU then runs with the GPU's expert choices, each of which must be
+ * its own or a near-tie of it (CHECK_ROUTING_GAP); then the loss, the aux loss and every gradient tensor compared.
  */
 #include "model_check.h"
 
@@ -73,8 +74,9 @@ static const char *check_help =
     "mpirun the spec's parallel layout runs: each rank checks its own tensors, rank 0 prints the worst.\n"
     "So that the CPU keeps up, the model is cut to its first N layers (--layers; default: the dense layers and\n"
     "the first MoE layer) and one sequence of T tokens a rank (--tokens; default: train.seq_len, at most 256).\n"
-    "The weights are the spec's initialisation from train.seed, times 5 and rounded to bf16 values: gradients\n"
-    "stand well above bf16's rounding, and both backends multiply the same values.\n"
+    "The weights are the spec's initialisation from train.seed, rounded to bf16 values (both backends multiply\n"
+    "the same values). Where two experts' scores nearly tie, the GPU (bf16 router inputs) may choose the other:\n"
+    "the CPU follows its choices, each of which must fall short of the CPU's own by < 2e-2 of the score.\n"
     "Exit status: 0 when the backends agree, 1 when they do not, 2 for bad input or no GPU.\n";
 
 /* A count flag's value: a whole number in [1, max] (the spec's key max_key), or a usage error naming the flag (printed
@@ -171,13 +173,26 @@ typedef struct {
     double loss, aux;
 } Losses;
 
+/* The CPU's view of the GPU's expert choices over the MoE layers: how many it would not have made, the largest
+ * shortfall of their scores. */
+typedef struct {
+    long long differ, choices;
+    double gap;
+} Routing;
+
 /* NaN as infinity: MPI_MAX may drop a NaN, and an error that is NaN is as bad as errors get. */
 static double not_nan(double x) { return isnan(x) ? INFINITY : x; }
 static double rel_diff(double got, double want) { return not_nan(fabs(got - want) / (want != 0 ? fabs(want) : 1.0)); }
 
 /* Rank 0's report of the worst over the ranks; returns 1 when everything agrees. */
-static int report(const Dist *dist, const ParamTable *t, GradCheck *c, Losses gpu, Losses cpu, int repeated) {
+static int report(const Dist *dist, const ParamTable *t, GradCheck *c, Losses gpu, Losses cpu, int repeated,
+                  Routing routing) {
     double losses[2] = {rel_diff(gpu.loss, cpu.loss), rel_diff(gpu.aux, cpu.aux)};
+    long long routed[2] = {routing.differ, routing.choices};
+    routing.gap = not_nan(routing.gap);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, routed, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &routing.gap, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    const int routing_ok = routing.gap < CHECK_ROUTING_GAP;
     double *errors = mallocCheck(sizeof(double) * (size_t)t->count);
     int64_t *counts = mallocCheck(sizeof(int64_t) * 2 * (size_t)t->count);
     for (int i = 0; i < t->count; i++) {
@@ -203,13 +218,16 @@ static int report(const Dist *dist, const ParamTable *t, GradCheck *c, Losses gp
                loss_ok ? "" : "   FAIL");
         printf("aux loss: gpu %.6g, cpu %.6g (rank 0), worst relative error %.3g%s\n", gpu.aux, cpu.aux, losses[1],
                aux_ok ? "" : "   FAIL");
+        printf("expert choices: the GPU's %lld, of which %lld not the CPU's own, short of its k-th by %.3g at most%s\n",
+               routed[1], routed[0], routing.gap, routing_ok ? "" : "   FAIL");
         printf("second GPU pass at twice the loss: %s\n",
                repeated ? "the same loss, and exactly twice every gradient"
                         : "the loss changed between the passes   FAIL");
-        if (bad || !loss_ok || !aux_ok || !repeated)
-            printf("check FAILED: %d of %d gradient tensors out of tolerance (%g), NaN or not exactly doubled%s%s%s\n",
+        if (bad || !loss_ok || !aux_ok || !repeated || !routing_ok)
+            printf("check FAILED: %d of %d gradient tensors out of tolerance (%g), NaN or not exactly doubled%s%s%s%s\n",
                    bad, t->count, CHECK_GRAD_TOL, loss_ok ? "" : "; the loss differs",
-                   aux_ok ? "" : "; the aux loss differs", repeated ? "" : "; the GPU's forward did not repeat itself");
+                   aux_ok ? "" : "; the aux loss differs", repeated ? "" : "; the GPU's forward did not repeat itself",
+                   routing_ok ? "" : "; the GPU chose experts far from the CPU's own choice");
         else {
             int worst = 0;
             for (int i = 1; i < t->count; i++) worst = c[i].rel_error > c[worst].rel_error ? i : worst;
@@ -218,7 +236,7 @@ static int report(const Dist *dist, const ParamTable *t, GradCheck *c, Losses gp
         }
     }
     free(errors), free(counts);
-    return !bad && loss_ok && aux_ok && repeated;
+    return !bad && loss_ok && aux_ok && repeated && routing_ok;
 }
 
 static int run_check(const CheckArgs *a, MokcConfig *cfg, int T, int argc, char **argv) {
@@ -243,7 +261,7 @@ static int run_check(const CheckArgs *a, MokcConfig *cfg, int T, int argc, char 
     const uint64_t seed = (uint64_t)cfg->train.seed;
     float *params = mallocCheck(t.total * sizeof(float));
     model_init_params(params, &t, &d, seed);
-    check_weights(params, &t, CHECK_WEIGHT_SCALE);
+    check_weights(params, &t, 1.0f);
     float *bias = callocCheck((size_t)d.L * (size_t)(d.E > 0 ? d.E : 1), sizeof(float));
     int *inputs = mallocCheck(sizeof(int) * (size_t)T), *targets = mallocCheck(sizeof(int) * (size_t)T);
     random_tokens(inputs, T, d.V, seed, dist.rank);
@@ -253,23 +271,13 @@ static int run_check(const CheckArgs *a, MokcConfig *cfg, int T, int argc, char 
                d.L, T, dist.world, dist.world > 1 ? "s" : "", dist.ep, gpu_name);
 
     double start = mokc_now_seconds();
-    CpuModel cm;
-    MoeComms moe_comms = {.ep = dist.ep_comm, .stats = MPI_COMM_WORLD};
-    cpu_model_init(&cm, &d, &t, 1, T, &moe_comms);
-    float *want = callocCheck(t.total, sizeof(float));
-    Losses cpu = {.loss = cpu_model_forward(&cm, params, bias, inputs, targets)};
-    cpu.aux = cm.aux_loss;
-    cpu_model_backward(&cm, params, want, 1.0);
-    dist_average_grads(&dist, &t, want);
-    cpu_model_free(&cm);
-    const double cpu_s = mokc_now_seconds() - start;
-
-    start = mokc_now_seconds();
     GpuModel *gm = gpu_model_create(&d, &t, &cfg->train, &dist, &comms, 1, T, cfg->moe_impl);
     gpu_model_upload_state(gm, params, NULL, NULL);
     gpu_model_set_expert_bias(gm, bias);
     float *got[2];
     Losses gpu[2];
+    const size_t choices = (size_t)T * (size_t)d.k;
+    int *topk = mallocCheck(sizeof(int) * choices * (size_t)d.L); /* the GPU's choices, by layer */
     for (int pass = 0; pass < 2; pass++) {
         gpu_model_zero_grads(gm);
         gpu[pass].loss = gpu_model_forward_backward(gm, inputs, targets, pass ? 2.0 : 1.0, 1, &gpu[pass].aux, NULL);
@@ -277,21 +285,43 @@ static int run_check(const CheckArgs *a, MokcConfig *cfg, int T, int argc, char 
         got[pass] = mallocCheck(t.total * sizeof(float));
         gpu_model_download_grads(gm, got[pass]);
     }
+    for (int l = 0; l < d.L; l++)
+        if (model_layer_is_moe(&d, l)) gpu_model_download_topk(gm, l, topk + choices * (size_t)l);
     const double gpu_s = mokc_now_seconds() - start;
     if (dist.rank == 0) {
         const char *impl = !model_layer_is_moe(&d, d.L - 1)           ? "none (no MoE layer)"
                            : gpu_model_moe_impl(gm) == MOE_IMPL_MOK ? "mok (the megakernel)"
                                                                      : "unfused";
-        printf("MoE layers: %s%s%s; the CPU reference took %.1f s, the GPU's two passes %.1f s\n", impl,
-               *gpu_model_moe_why(gm) ? ": " : "", gpu_model_moe_why(gm), cpu_s, gpu_s);
+        printf("MoE layers: %s%s%s; the GPU's two passes took %.1f s", impl, *gpu_model_moe_why(gm) ? ": " : "",
+               gpu_model_moe_why(gm), gpu_s);
     }
     gpu_model_destroy(gm);
+
+    start = mokc_now_seconds();
+    CpuModel cm;
+    MoeComms moe_comms = {.ep = dist.ep_comm, .stats = MPI_COMM_WORLD};
+    cpu_model_init(&cm, &d, &t, 1, T, &moe_comms);
+    for (int l = 0; l < d.L; l++)
+        if (model_layer_is_moe(&d, l)) cm.moe[l].forced_topk = topk + choices * (size_t)l;
+    float *want = callocCheck(t.total, sizeof(float));
+    Losses cpu = {.loss = cpu_model_forward(&cm, params, bias, inputs, targets)};
+    cpu.aux = cm.aux_loss;
+    Routing routing = {0};
+    for (int l = 0; l < d.L; l++)
+        if (model_layer_is_moe(&d, l)) {
+            routing.differ += cm.moe[l].forced_differ, routing.choices += (long long)choices;
+            routing.gap = cm.moe[l].forced_gap > routing.gap ? cm.moe[l].forced_gap : routing.gap;
+        }
+    cpu_model_backward(&cm, params, want, 1.0);
+    dist_average_grads(&dist, &t, want);
+    cpu_model_free(&cm);
+    if (dist.rank == 0) printf(", the CPU reference %.1f s\n", mokc_now_seconds() - start);
 
     GradCheck *checks = mallocCheck(sizeof(GradCheck) * (size_t)t.count);
     check_grads(&t, got[0], got[1], want, checks);
     const int repeated = memcmp(&gpu[0].loss, &gpu[1].loss, sizeof(double)) == 0;
-    const int agree = report(&dist, &t, checks, gpu[0], cpu, repeated);
-    free(checks), free(got[0]), free(got[1]), free(want);
+    const int agree = report(&dist, &t, checks, gpu[0], cpu, repeated, routing);
+    free(checks), free(got[0]), free(got[1]), free(want), free(topk);
     free(inputs), free(targets), free(bias), free(params);
     param_table_free(&t);
     gpu_comms_destroy(&comms);

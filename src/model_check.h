@@ -10,14 +10,16 @@
 
 #include "model.h"
 
-/* A gradient tensor agrees with the CPU reference within this relative error: bf16 operands in every GEMM, compounded
- * over the layers, most through the attention backward's bf16 probabilities and score gradients (1.0-1.15e-2 on wq,
- * wk and the router of tests/gpu/test_model_gpu.c's model, measured on an H200; under 1e-2 elsewhere). */
+/* A gradient tensor agrees with the CPU reference within this relative error: bf16 operands in every GEMM and bf16
+ * activations, compounded over the layers, most through the attention backward's bf16 probabilities and score
+ * gradients. */
 #define CHECK_GRAD_TOL 2e-2
 /* The loss and the aux loss agree within this relative error. */
 #define CHECK_LOSS_TOL 1e-2
-/* The weights are the initialisation's times this: gradients well above bf16's rounding everywhere. */
-#define CHECK_WEIGHT_SCALE 5.0f
+/* The GPU's router reads bf16 inputs, so where two experts' scores nearly tie it may choose the other one. The CPU
+ * then follows the GPU's choice (so that the gradients compare), provided its own score for it falls short of its own
+ * k-th choice by less than this, relative: a near-tie, not a wrong expert. */
+#define CHECK_ROUTING_GAP 2e-2
 
 /* ||a - b|| / ||b|| of float arrays, in double (||a - b|| when b is zero). */
 double rel_error_f(const float *a, const float *b, long n);
@@ -26,7 +28,9 @@ long count_nan(const float *x, long n);
 
 /* The comparison's weights, in place: every tensor with more than one dimension scaled by `scale`, and all of them but
  * the routers (the GPU's router logits are fp32 products) rounded to bf16 values, so that the GPU's bf16 copies are
- * exact and the comparison measures the kernels' arithmetic, not the rounding of the weights. Norms are left. */
+ * exact and the comparison measures the kernels' arithmetic, not the rounding of the weights. Norms are left. `mokc
+ * check` keeps the spec's scale (1): larger weights make the logits peaky, and then bf16's rounding of them moves
+ * the softmaxes, hence every gradient, by more than the kernels' arithmetic does. */
 void check_weights(float *params, const ParamTable *t, float scale);
 
 /* One tensor's verdict. */

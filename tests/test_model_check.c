@@ -84,21 +84,27 @@ static void test_check_weights(void) {
     param_table_build(&t, &d);
     float *w = malloc(t.total * sizeof(float)), *orig = malloc(t.total * sizeof(float));
     model_init_params(orig, &t, &d, 3);
-    memcpy(w, orig, t.total * sizeof(float));
-    check_weights(w, &t, CHECK_WEIGHT_SCALE);
-    for (int i = 0; i < t.count; i++) {
-        const ParamInfo *p = &t.items[i];
-        const int router = strstr(p->name, "router") != NULL;
-        long wrong = 0, moved = 0;
-        for (size_t j = 0; j < p->numel; j++) {
-            const float x = orig[p->offset + j], y = w[p->offset + j];
-            const float want = p->ndim == 1 ? x : router ? x * CHECK_WEIGHT_SCALE : bf16_round(x * CHECK_WEIGHT_SCALE);
-            wrong += memcmp(&want, &y, sizeof(float)) != 0;
-            moved += y != x * CHECK_WEIGHT_SCALE; /* bf16's rounding shows in most values */
+    static const float scales[] = {1.0f, 5.0f}; /* `mokc check`'s, tests/gpu/test_model_gpu.c's */
+    for (int s = 0; s < 2; s++) {
+        const float scale = scales[s];
+        memcpy(w, orig, t.total * sizeof(float));
+        check_weights(w, &t, scale);
+        for (int i = 0; i < t.count; i++) {
+            const ParamInfo *p = &t.items[i];
+            const int router = strstr(p->name, "router") != NULL;
+            long wrong = 0, moved = 0;
+            for (size_t j = 0; j < p->numel; j++) {
+                const float x = orig[p->offset + j], y = w[p->offset + j];
+                const float want = p->ndim == 1 ? x : router ? x * scale : bf16_round(x * scale);
+                wrong += memcmp(&want, &y, sizeof(float)) != 0;
+                moved += y != x * scale; /* bf16's rounding shows in most values */
+            }
+            CHECK_MSG(wrong == 0, "scale %g, %s: %ld of %zu values not as check_weights should make them", scale,
+                      p->name, wrong, p->numel);
+            if (p->ndim > 1 && !router)
+                CHECK_MSG(moved * 2 > (long)p->numel, "scale %g, %s: only %ld of %zu values rounded", scale, p->name,
+                          moved, p->numel);
         }
-        CHECK_MSG(wrong == 0, "%s: %ld of %zu values not as check_weights should make them", p->name, wrong, p->numel);
-        if (p->ndim > 1 && !router)
-            CHECK_MSG(moved * 2 > (long)p->numel, "%s: only %ld of %zu values rounded", p->name, moved, p->numel);
     }
     free(w), free(orig);
     param_table_free(&t);

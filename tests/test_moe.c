@@ -528,6 +528,52 @@ static void test_bias_steers_selection_not_gates(void) {
     }
 }
 
+/* A forced selection (`mokc check`'s: the GPU's choices): the router's own changes nothing, bit for bit, and counts
+ * no difference; a token's last choice swapped for its next-best expert counts one, with that expert's shortfall
+ * below the last own choice as the gap, and the gates follow the forced experts' scores. */
+static void test_forced_selection(void) {
+    for (int sig = 0; sig < 2; sig++) {
+        Case t;
+        case_init(&t, dims(8, 7, 3, 5, 1, sig, 1, 1.5), 9, 300 + sig, 1);
+        const int k = 3, E = 7, nk = t.N * k;
+        forward(&t);
+        int *own = malloc((size_t)nk * sizeof(int));
+        double *y0 = malloc((size_t)t.N * 8 * sizeof(double));
+        memcpy(own, t.a.topk, (size_t)nk * sizeof(int));
+        memcpy(y0, t.y, (size_t)t.N * 8 * sizeof(double));
+        t.a.forced_topk = own;
+        forward(&t);
+        CHECK(memcmp(t.y, y0, (size_t)t.N * 8 * sizeof(double)) == 0);
+        CHECK(t.a.forced_differ == 0 && t.a.forced_gap == 0);
+        /* token 4's last choice: the best expert the router left out */
+        int *forced = malloc((size_t)nk * sizeof(int));
+        memcpy(forced, own, (size_t)nk * sizeof(int));
+        const int n = 4;
+        const double *sc = t.a.scores + (size_t)n * E;
+        int next = -1;
+        for (int e = 0; e < E; e++) {
+            int chosen = 0;
+            for (int j = 0; j < k; j++) chosen |= own[n * k + j] == e;
+            if (!chosen && (next < 0 || sc[e] + t.bias[e] > sc[next] + t.bias[next])) next = e;
+        }
+        const int last = own[n * k + k - 1];
+        const double v_last = sc[last] + t.bias[last], v_next = sc[next] + t.bias[next];
+        forced[n * k + k - 1] = next;
+        t.a.forced_topk = forced;
+        forward(&t);
+        CHECK_EQ_INT(t.a.forced_differ, 1);
+        CHECK_NEAR(t.a.forced_gap, (v_last - v_next) / fabs(v_last), 1e-12);
+        CHECK(memcmp(t.a.topk, forced, (size_t)nk * sizeof(int)) == 0);
+        double sum = 0;
+        for (int j = 0; j < k; j++) sum += sc[forced[n * k + j]];
+        for (int j = 0; j < k; j++) CHECK_NEAR(t.a.gates[n * k + j], 1.5 * sc[forced[n * k + j]] / sum, 1e-15);
+        CHECK(memcmp(t.y + n * 8, y0 + n * 8, 8 * sizeof(double)) != 0);              /* token 4 moved */
+        CHECK(memcmp(t.y, y0, (size_t)n * 8 * sizeof(double)) == 0);                  /* the others did not */
+        free(own), free(forced), free(y0);
+        case_free(&t);
+    }
+}
+
 /* Rows grouped by expert in (token, j) order; slot_row and row_slot inverse; xe rows are x rows. */
 static void test_dispatch_order(void) {
     Case t;
@@ -775,7 +821,7 @@ TEST_SUITE(moe,
            TEST_CASE(test_all_tokens_to_one_expert),
            TEST_CASE(test_k_equals_num_experts),
            TEST_CASE(test_ties),
-           TEST_CASE(test_bias_steers_selection_not_gates),
+           TEST_CASE(test_bias_steers_selection_not_gates), TEST_CASE(test_forced_selection),
            TEST_CASE(test_dispatch_order),
            TEST_CASE(test_float_matches_double),
            TEST_CASE(test_every_output_written),

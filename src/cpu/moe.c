@@ -204,19 +204,49 @@ static double aux_loss_forward(Acts *a, const MoeDims *d, int N) {
     return Ns > 0 ? (double)E * acc / (Ns * Ns * (double)d->k) : 0.0;
 }
 
+/* Replaces the router's own selection tk (one token's) with `forced`; returns how many forced choices it lacks and,
+ * in *gap, the largest shortfall of their score + bias below its k-th choice's, relative to that. */
+static int force_topk(int *tk, const int *forced, const real *s, const float *bias, int E, int k, double *gap) {
+    const double kth = (double)s[tk[k - 1]] + (bias ? (double)bias[tk[k - 1]] : 0.0);
+    int differ = 0;
+    *gap = 0;
+    for (int j = 0; j < k; j++) {
+        int own = 0;
+        for (int i = 0; i < k; i++) own |= tk[i] == forced[j];
+        if (own || forced[j] < 0 || forced[j] >= E) {
+            differ += !own;
+            if (!own) *gap = INFINITY; /* no expert at all: as far from a tie as it gets */
+            continue;
+        }
+        const double v = (double)s[forced[j]] + (bias ? (double)bias[forced[j]] : 0.0);
+        const double short_of = (kth - v) / fabs(kth);
+        differ++;
+        if (!(short_of <= *gap)) *gap = short_of;
+    }
+    memcpy(tk, forced, (size_t)k * sizeof(int));
+    return differ;
+}
+
 static void route_forward(Acts *a, const real *x, const Weights *w, const float *expert_bias, const MoeDims *d,
                           int N) {
     const int E = d->E, k = d->k;
     OP(matmul_nn)(a->logits, x, w->router, N, d->C, E, 0);
-    int failed = 0; /* die outside the parallel region, not from a worker thread */
-#pragma omp parallel for schedule(static) reduction(| : failed)
+    int failed = 0, differ = 0; /* die outside the parallel region, not from a worker thread */
+    double worst_gap = 0;
+#pragma omp parallel for schedule(static) reduction(| : failed) reduction(+ : differ) reduction(max : worst_gap)
     for (int n = 0; n < N; n++) {
         real *s = a->scores + (size_t)n * E;
         int *tk = a->topk + (size_t)n * k;
         scores_from_logits(s, a->logits + (size_t)n * E, E, d->sigmoid);
         failed |= !select_topk(tk, s, expert_bias, E, k);
+        if (a->forced_topk && !failed) {
+            double gap;
+            differ += force_topk(tk, a->forced_topk + (size_t)n * k, s, expert_bias, E, k, &gap);
+            worst_gap = gap > worst_gap ? gap : worst_gap;
+        }
         gates_from_scores(a->gates + (size_t)n * k, tk, s, d);
     }
+    a->forced_differ = differ, a->forced_gap = worst_gap;
     if (failed)
         mokc_die(MOKC_EXIT_RUNTIME, "the router weights, the input or expert_bias contain NaN; lower the learning rate",
                  "moe_forward: top-%d selection found no candidate (non-finite router scores)", k);

@@ -44,6 +44,12 @@ typedef struct {
     int *counts;            /* (E) this rank's slots routed to each expert in the last forward */
     long long *stat_counts; /* (E) the same summed over comm.stats (the aux loss's f)          */
     double aux_loss;        /* unweighted aux loss of the last forward                       */
+    /* Set by the caller: (N, k) selections the forward uses instead of its own (`mokc check`: the GPU's, whose
+     * router reads bf16 inputs, so near-ties may fall the other way), or NULL. After such a forward: */
+    const int *forced_topk;
+    int forced_differ;      /* forced choices outside the router's own selection (its own k largest of score + bias) */
+    double forced_gap;      /* the largest shortfall of such a choice's score + bias below the k-th of the router's own
+                               selection, relative to that one (0 when none differ)                                */
 } DECL_OP(MoeActs);
 
 void DECL_OP(moe_acts_alloc)(DECL_OP(MoeActs) *a, const MoeDims *d, int N);

@@ -626,6 +626,14 @@ void gpu_model_download_grads(GpuModel *g, float *grads) {
     free(rows);
 }
 
+void gpu_model_download_topk(GpuModel *g, int l, int *topk) {
+    if (!model_layer_is_moe(g->d, l))
+        mokc_die(MOKC_EXIT_RUNTIME, NULL, "gpu_model_download_topk: layer %d is not an MoE layer", l);
+    cudaCheck(cudaDeviceSynchronize());
+    const int *src = g->moe_mok ? g->moe_saved[l].st.topk : g->moe_acts[l].topk;
+    cudaCheck(cudaMemcpy(topk, src, sizeof(int) * (size_t)g->N * g->d->k, cudaMemcpyDeviceToHost));
+}
+
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16) {
     if (g->deferred_on) adamw_deferred_settle(&g->deferred, g->stream);
     cudaCheck(cudaDeviceSynchronize());

@@ -69,6 +69,8 @@ int gpu_model_set_deferred(GpuModel *g, int on, int settle_every);
 void gpu_model_zero_grads(GpuModel *g);
 /* The fp32 gradients to the host (tests, diagnostics). */
 void gpu_model_download_grads(GpuModel *g, float *grads);
+/* MoE layer l's selections in its last forward, (B*T, k) expert ids in selection order, to the host (`mokc check`). */
+void gpu_model_download_topk(GpuModel *g, int l, int *topk);
 /* The parameters' bf16 weights (their bits), which the GEMMs read, to the host (tests). */
 void gpu_model_download_bf16(GpuModel *g, uint16_t *params_bf16);
 /* Forward and backward of one micro-batch (host token arrays of B*T), adding into the gradients

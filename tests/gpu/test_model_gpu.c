@@ -15,6 +15,7 @@
 #include "gpu_test.h"
 #include "optim.h"
 #include "model.h"
+#include "model_check.h"
 
 static ModelDims dims(int tie, int sigmoid) {
     ModelDims d = {.V = 96, .C = 64, .L = 2, .Hq = 4, .Hkv = 2, .D = 16, .I = 96, .first_dense = 1, .E = 8, .k = 2,
@@ -53,7 +54,10 @@ static void compare_model(int tie, int sigmoid) {
     const int B = 2, T = 24, N = B * T;
     float *p = malloc(t.total * sizeof(float));
     model_init_params(p, &t, &d, 21);
-    check_weights(p, &t, CHECK_WEIGHT_SCALE); /* as `mokc check` makes them: bf16 values, gradients above bf16 noise */
+    /* Larger weights than the initialisation: gradients well above bf16 noise everywhere (on this small model; on
+     * large ones the logits grow peaky and bf16's rounding of them moves every gradient). Rounded to bf16 values as
+     * `mokc check` rounds them: the comparison then measures the kernels' arithmetic, not the weights' rounding. */
+    check_weights(p, &t, 5.0f);
     int in[48], tg[48], other[48];
     uint64_t st = 77;
     for (int n = 0; n < N; n++) in[n] = (int)(mokc_splitmix64(&st) % (uint64_t)d.V);
@@ -111,19 +115,21 @@ static void compare_model(int tie, int sigmoid) {
     for (int run = 2; run < PASSES; run++) /* exact: the comparisons below take dloss 1's */
         for (size_t i = 0; i < t.total; i++) g_gpu[run][i] /= (float)(dloss_of[run] * batches_of[run]);
     for (int run = 0; run < PASSES; run += run == 0 ? 2 : 1) {
-        CHECK_MSG(fabs(loss_gpu[run] - loss_cpu) < CHECK_LOSS_TOL * loss_cpu, "pass %d loss: gpu %.6f cpu %.6f", run,
+        CHECK_MSG(fabs(loss_gpu[run] - loss_cpu) < 1e-2 * loss_cpu, "pass %d loss: gpu %.6f cpu %.6f", run,
                   loss_gpu[run], loss_cpu);
-        CHECK_MSG(fabs(aux_gpu[run] - aux_cpu) < CHECK_LOSS_TOL * aux_cpu, "pass %d aux: gpu %.6f cpu %.6f", run,
-                  aux_gpu[run], aux_cpu);
+        CHECK_MSG(fabs(aux_gpu[run] - aux_cpu) < 1e-2 * aux_cpu, "pass %d aux: gpu %.6f cpu %.6f", run, aux_gpu[run],
+                  aux_cpu);
         double worst = 0;
         const char *worst_name = "";
         for (int i = 0; i < t.count; i++) {
             const ParamInfo *info = &t.items[i];
             double err = rel_error_f(g_gpu[run] + info->offset, g_cpu + info->offset, (long)info->numel);
             long nan = count_nan(g_gpu[run] + info->offset, (long)info->numel);
-            /* CHECK_GRAD_TOL, not the kernels' 1e-2: two layers compound the bf16 roundings */
-            CHECK_MSG(err < CHECK_GRAD_TOL && nan == 0, "tie=%d sigmoid=%d pass %d %s: relative error %.3g, %ld NaN",
-                      tie, sigmoid, run, info->name, err, nan);
+            /* 2e-2, not the kernels' 1e-2: two layers compound the bf16 roundings, most through the
+             * attention backward's bf16 probabilities and score gradients (measured on an H200:
+             * 1.0-1.15e-2 on wq, wk and the router, under 1e-2 on the other tensors). */
+            CHECK_MSG(err < 2e-2 && nan == 0, "tie=%d sigmoid=%d pass %d %s: relative error %.3g, %ld NaN", tie,
+                      sigmoid, run, info->name, err, nan);
             if (err > worst) worst = err, worst_name = info->name;
         }
         printf("      tie=%d sigmoid=%d, head in %s: loss %.6f vs %.6f on the CPU; worst gradient error %.3g (%s)\n",
