@@ -64,19 +64,23 @@ void check_grads(const ParamTable *t, const float *got, const float *twice, cons
     }
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 static const char *check_help =
     "usage: mokc check SPEC.json [--set key.path=value ...] [--layers N] [--tokens T]\n"
     "\n"
     "Runs the model SPEC.json describes on the GPU and on the CPU reference, from the same weights and tokens,\n"
-    "and compares them: the loss and the aux loss (relative error < 1e-2), every gradient tensor (< 2e-2, no NaN);\n"
-    "a second GPU pass at twice the loss must give exactly twice the gradients (every element written, the same\n"
-    "bits again). The MoE layer checked is the spec's moe_impl (--set moe_impl=unfused for the other). Under\n"
-    "mpirun the spec's parallel layout runs: each rank checks its own tensors, rank 0 prints the worst.\n"
+    "and compares them: the loss and the aux loss (relative error < " STRINGIFY(CHECK_LOSS_TOL) "), every gradient\n"
+    "tensor (< " STRINGIFY(CHECK_GRAD_TOL) ", no NaN). A second GPU pass at twice the loss must give exactly twice\n"
+    "the gradients (every element written, the same bits again). The MoE layer checked is the spec's moe_impl\n"
+    "(--set moe_impl=unfused for the other). Under mpirun the spec's parallel layout runs: each rank checks its\n"
+    "own tensors, rank 0 prints the worst.\n"
     "So that the CPU keeps up, the model is cut to its first N layers (--layers; default: the dense layers and\n"
     "the first MoE layer) and one sequence of T tokens a rank (--tokens; default: train.seq_len, at most 256).\n"
     "The weights are the spec's initialisation from train.seed, rounded to bf16 values (both backends multiply\n"
     "the same values). Where two experts' scores nearly tie, the GPU (bf16 router inputs) may choose the other:\n"
-    "the CPU follows its choices, each of which must fall short of the CPU's own by < 2e-2 of the score.\n"
+    "the CPU follows its choices, each of which must fall short of the CPU's own by < " STRINGIFY(CHECK_ROUTING_GAP)
+    "\nof the score.\n"
     "Exit status: 0 when the backends agree, 1 when they do not, 2 for bad input or no GPU.\n";
 
 /* A count flag's value: a whole number in [1, max] (the spec's key max_key), or a usage error naming the flag (printed
@@ -224,8 +228,8 @@ static int report(const Dist *dist, const ParamTable *t, GradCheck *c, Losses gp
                repeated ? "the same loss, and exactly twice every gradient"
                         : "the loss changed between the passes   FAIL");
         if (bad || !loss_ok || !aux_ok || !repeated || !routing_ok)
-            printf("check FAILED: %d of %d gradient tensors out of tolerance (%g), NaN or not exactly doubled%s%s%s%s\n",
-                   bad, t->count, CHECK_GRAD_TOL, loss_ok ? "" : "; the loss differs",
+            printf("check FAILED: %d of %d gradient tensors out of tolerance (%g), NaN or not exactly doubled"
+                   "%s%s%s%s\n", bad, t->count, CHECK_GRAD_TOL, loss_ok ? "" : "; the loss differs",
                    aux_ok ? "" : "; the aux loss differs", repeated ? "" : "; the GPU's forward did not repeat itself",
                    routing_ok ? "" : "; the GPU chose experts far from the CPU's own choice");
         else {

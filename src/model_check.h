@@ -12,14 +12,18 @@
 
 /* A gradient tensor agrees with the CPU reference within this relative error: bf16 operands in every GEMM and bf16
  * activations, compounded over the layers, most through the attention backward's bf16 probabilities and score
- * gradients. */
-#define CHECK_GRAD_TOL 2e-2
-/* The loss and the aux loss agree within this relative error. */
+ * gradients. Measured on an H200 (s45 r3): at most 1.47e-2 (wq, wk) on mokc-small-1gpu's shapes over 2 and 4 layers,
+ * 6.1e-3 on tiny.json's; the faults the check is for (a row, a tile or a term lost, a wrong scale) move a tensor by
+ * far more, or show as NaN or as a second pass not exactly doubled. */
+#define CHECK_GRAD_TOL 3e-2
+/* The loss and the aux loss agree within this relative error (measured: at most 3e-5 and 1.1e-4). */
 #define CHECK_LOSS_TOL 1e-2
-/* The GPU's router reads bf16 inputs, so where two experts' scores nearly tie it may choose the other one. The CPU
- * then follows the GPU's choice (so that the gradients compare), provided its own score for it falls short of its own
- * k-th choice by less than this, relative: a near-tie, not a wrong expert. */
-#define CHECK_ROUTING_GAP 2e-2
+/* The GPU's router reads bf16 inputs and its layers' bf16 outputs, so where two experts' scores nearly tie it may
+ * choose the other one. The CPU then follows the GPU's choice (so that the gradients compare), provided its own score
+ * for it falls short of its own k-th choice's by less than this, relative: a near-tie, not a wrong expert. Measured
+ * (s45 r3): 15 of 2048 choices at 1.39e-2 at most over mokc-small-1gpu's first MoE layer, 43 of 6144 at 2.38e-2 over
+ * its first three; a wrong expert of 128 falls short by ~0.7 (logits of std ~0.9 at initialisation). */
+#define CHECK_ROUTING_GAP 5e-2
 
 /* ||a - b|| / ||b|| of float arrays, in double (||a - b|| when b is zero). */
 double rel_error_f(const float *a, const float *b, long n);

@@ -1,8 +1,9 @@
 /*
  * `mokc check` through the binary on a GPU: configs/tiny.json passes with each MoE layer (the megakernel, the unfused
- * layer) and with a tied head and sigmoid routing, and so does configs/mokc-small-1gpu.json cut to its dense layer and
- * first MoE layer (151936-token vocabulary, hidden 2048, 128 experts of width 768, top-8); with 2 GPUs, the tiny spec
- * at ep = 2 and at dp = 2 under mpirun. What check finds wrong is tested on the CPU (tests/test_model_check.c).
+ * layer) and with a tied head and sigmoid routing, and so does configs/mokc-small-1gpu.json (151936-token vocabulary,
+ * hidden 2048, 128 experts of width 768, top-8) cut to its dense layer and first MoE layer, and to 4 layers; with 2
+ * GPUs, the tiny spec at ep = 2 and at dp = 2 under mpirun. What check finds wrong is tested on the CPU
+ * (tests/test_model_check.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +23,9 @@ static void expect_check_passes(int np, const char *args) {
     const char *passed = strstr(out, "check passed");
     CHECK_MSG(rc == 0 && passed, "`%s` exited %d:\n%s", cmd, rc, out);
     const char *moe = strstr(out, "MoE layers:");
-    printf("      %s:\n      %.*s      %.*s", args, moe ? (int)strcspn(moe, "\n") + 1 : 0, moe ? moe : "",
+    const char *routing = strstr(out, "expert choices:");
+    printf("      %s:\n      %.*s      %.*s      %.*s", args, moe ? (int)strcspn(moe, "\n") + 1 : 0, moe ? moe : "",
+           routing ? (int)strcspn(routing, "\n") + 1 : 0, routing ? routing : "",
            passed ? (int)strcspn(passed, "\n") + 1 : 0, passed ? passed : "");
 }
 
@@ -42,6 +45,7 @@ static void test_check_mokc_small_shapes(void) {
     if (!gpu_test_begin()) return;
     expect_check_passes(0, "configs/mokc-small-1gpu.json");
     CHECK_MSG(strstr(out, "cut to 2 of its layers and 1 x 256 tokens") != NULL, "not the default cut:\n%s", out);
+    expect_check_passes(0, "configs/mokc-small-1gpu.json --layers 4"); /* three MoE layers: their near-ties add up */
 }
 
 static void test_check_two_gpus(void) {
