@@ -17,7 +17,7 @@
  * far more, or show as NaN or as a second pass not exactly doubled. */
 #define CHECK_GRAD_TOL 3e-2
 /* The loss and the aux loss agree within this relative error (measured: at most 3e-5 and 1.1e-4). */
-#define CHECK_LOSS_TOL 1e-2
+#define CHECK_LOSS_TOL 1e-3
 /* The GPU's router reads bf16 inputs and its layers' bf16 outputs, so where two experts' scores nearly tie it may
  * choose the other one. The CPU then follows the GPU's choice (so that the gradients compare), provided its own score
  * for it falls short of its own k-th choice's by less than this, relative: a near-tie, not a wrong expert. Measured
@@ -49,6 +49,18 @@ void check_grads(const ParamTable *t, const float *got, const float *twice, cons
 static inline int grad_check_ok(const GradCheck *c) {
     return c->rel_error < CHECK_GRAD_TOL && c->nan == 0 && c->unscaled == 0;
 }
+
+/* What a check found, the worst over the ranks. */
+typedef struct {
+    const GradCheck *grads; /* per tensor */
+    int count;
+    double loss_error, aux_error; /* relative, the GPU's against the CPU's */
+    int repeated;                 /* the second pass's loss equals the first's, bit for bit */
+    double routing_gap;           /* the largest shortfall of a GPU choice the CPU would not have made (0: none) */
+} CheckFindings;
+/* What failed, as flags; 0 when the backends agree. NaN anywhere fails. */
+enum { CHECK_BAD_GRADS = 1, CHECK_BAD_LOSS = 2, CHECK_BAD_AUX = 4, CHECK_NOT_REPEATED = 8, CHECK_BAD_ROUTING = 16 };
+int check_verdict(const CheckFindings *f);
 
 /* argv[0] = "check", argv[1] = SPEC.json, then --set, --layers and --tokens. Returns the exit code: 0 when the
  * backends agree, 1 when not, 2 for bad input or a machine without a GPU. */

@@ -1,8 +1,8 @@
 /*
  * The verdicts of `mokc check` (src/model_check.c), on the CPU: check_grads against gradients with faults put in
  * (one tensor off by more than the tolerance, a NaN, an element of the second pass not doubled, a tensor the second
- * pass left at the first's values), each found in its tensor and nowhere else; and check_weights' values (bf16
- * values but for the routers, scaled, norms left).
+ * pass left at the first's values), each found in its tensor and nowhere else; check_weights' values (bf16
+ * values but for the routers, scaled, norms left); and check_verdict, each fault failing with its own flag.
  */
 #include <math.h>
 #include <stdint.h>
@@ -98,6 +98,11 @@ static void test_check_weights(void) {
                 const float want = p->ndim == 1 ? x : router ? x * scale : bf16_round(x * scale);
                 wrong += memcmp(&want, &y, sizeof(float)) != 0;
                 moved += y != x * scale; /* bf16's rounding shows in most values */
+                if (p->ndim > 1 && !router) { /* a bf16 value within half its last place, by its bits */
+                    uint32_t bits;
+                    memcpy(&bits, &y, sizeof bits);
+                    wrong += (bits & 0xffffu) != 0 || fabsf(y - x * scale) > fabsf(x * scale) * 0x1p-8f;
+                }
             }
             CHECK_MSG(wrong == 0, "scale %g, %s: %ld of %zu values not as check_weights should make them", scale,
                       p->name, wrong, p->numel);
@@ -110,4 +115,31 @@ static void test_check_weights(void) {
     param_table_free(&t);
 }
 
-TEST_SUITE(model_check, TEST_CASE(test_check_grads_finds_each_fault), TEST_CASE(test_check_weights));
+/* check_verdict: clean findings pass; each fault (a tensor out of tolerance, with NaN or not doubled; the loss or the
+ * aux loss apart, or NaN; the second pass's loss changed; a choice far from a tie) fails with its flag alone. */
+static void test_check_verdict(void) {
+    GradCheck grads[3] = {{1e-2, 0, 0}, {2.9e-2, 0, 0}, {0, 0, 0}};
+    const CheckFindings clean = {grads, 3, 3e-5, 1e-4, 1, 4.9e-2};
+    CHECK_EQ_INT(check_verdict(&clean), 0);
+    CheckFindings f = clean;
+    const GradCheck faults[4] = {{3.1e-2, 0, 0}, {NAN, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+    for (int i = 0; i < 4; i++) {
+        grads[1] = faults[i];
+        CHECK_EQ_INT(check_verdict(&clean), CHECK_BAD_GRADS);
+    }
+    grads[1] = (GradCheck){2.9e-2, 0, 0};
+    f.loss_error = 1.1e-3;
+    CHECK_EQ_INT(check_verdict(&f), CHECK_BAD_LOSS);
+    f.loss_error = NAN;
+    CHECK_EQ_INT(check_verdict(&f), CHECK_BAD_LOSS);
+    f = clean, f.aux_error = 2e-3;
+    CHECK_EQ_INT(check_verdict(&f), CHECK_BAD_AUX);
+    f = clean, f.repeated = 0;
+    CHECK_EQ_INT(check_verdict(&f), CHECK_NOT_REPEATED);
+    f = clean, f.routing_gap = 5.1e-2;
+    CHECK_EQ_INT(check_verdict(&f), CHECK_BAD_ROUTING);
+    f.routing_gap = INFINITY, f.repeated = 0;
+    CHECK_EQ_INT(check_verdict(&f), CHECK_BAD_ROUTING | CHECK_NOT_REPEATED);
+}
+
+TEST_SUITE(model_check, TEST_CASE(test_check_grads_finds_each_fault), TEST_CASE(test_check_weights), TEST_CASE(test_check_verdict));

@@ -530,7 +530,8 @@ static void test_bias_steers_selection_not_gates(void) {
 
 /* A forced selection (`mokc check`'s: the GPU's choices): the router's own changes nothing, bit for bit, and counts
  * no difference; a token's last choice swapped for its next-best expert counts one, with that expert's shortfall
- * below the last own choice as the gap, and the gates follow the forced experts' scores. */
+ * below the last own choice as the gap, and the gates follow the forced experts' scores; a row with an expert id out
+ * of range or repeated is refused (the token keeps its own selection; an infinite gap). */
 static void test_forced_selection(void) {
     for (int sig = 0; sig < 2; sig++) {
         Case t;
@@ -567,8 +568,20 @@ static void test_forced_selection(void) {
         double sum = 0;
         for (int j = 0; j < k; j++) sum += sc[forced[n * k + j]];
         for (int j = 0; j < k; j++) CHECK_NEAR(t.a.gates[n * k + j], 1.5 * sc[forced[n * k + j]] / sum, 1e-15);
-        CHECK(memcmp(t.y + n * 8, y0 + n * 8, 8 * sizeof(double)) != 0);              /* token 4 moved */
-        CHECK(memcmp(t.y, y0, (size_t)n * 8 * sizeof(double)) == 0);                  /* the others did not */
+        CHECK(memcmp(t.y + n * 8, y0 + n * 8, 8 * sizeof(double)) != 0); /* token 4 moved, the others did not */
+        CHECK(memcmp(t.y, y0, (size_t)n * 8 * sizeof(double)) == 0);
+        CHECK(memcmp(t.y + (n + 1) * 8, y0 + (n + 1) * 8, (size_t)(t.N - n - 1) * 8 * sizeof(double)) == 0);
+        /* a row naming no expert, or one expert twice, is no selection: its token keeps its own, all k count */
+        for (int bad = 0; bad < 2; bad++) {
+            memcpy(forced, own, (size_t)nk * sizeof(int));
+            forced[2 * k + 1] = bad ? forced[2 * k] : E;
+            t.a.forced_topk = forced;
+            forward(&t);
+            CHECK_EQ_INT(t.a.forced_differ, k);
+            CHECK(isinf(t.a.forced_gap));
+            CHECK(memcmp(t.a.topk, own, (size_t)nk * sizeof(int)) == 0);
+            CHECK(memcmp(t.y, y0, (size_t)t.N * 8 * sizeof(double)) == 0);
+        }
         free(own), free(forced), free(y0);
         case_free(&t);
     }

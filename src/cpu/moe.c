@@ -205,23 +205,29 @@ static double aux_loss_forward(Acts *a, const MoeDims *d, int N) {
 }
 
 /* Replaces the router's own selection tk (one token's) with `forced`; returns how many forced choices it lacks and,
- * in *gap, the largest shortfall of their score + bias below its k-th choice's, relative to that. */
+ * in *gap, the largest shortfall of their score + bias below its k-th choice's, relative to that. A forced row that
+ * names an expert outside [0, E) or one twice is no selection at all: tk stays the router's own, every choice counts
+ * as differing, and the gap is infinite. */
 static int force_topk(int *tk, const int *forced, const real *s, const float *bias, int E, int k, double *gap) {
+    *gap = 0;
+    for (int j = 0; j < k; j++) {
+        int repeated = 0;
+        for (int i = 0; i < j; i++) repeated |= forced[i] == forced[j];
+        if (forced[j] < 0 || forced[j] >= E || repeated) {
+            *gap = INFINITY;
+            return k;
+        }
+    }
     const double kth = (double)s[tk[k - 1]] + (bias ? (double)bias[tk[k - 1]] : 0.0);
     int differ = 0;
-    *gap = 0;
     for (int j = 0; j < k; j++) {
         int own = 0;
         for (int i = 0; i < k; i++) own |= tk[i] == forced[j];
-        if (own || forced[j] < 0 || forced[j] >= E) {
-            differ += !own;
-            if (!own) *gap = INFINITY; /* no expert at all: as far from a tie as it gets */
-            continue;
-        }
+        if (own) continue;
         const double v = (double)s[forced[j]] + (bias ? (double)bias[forced[j]] : 0.0);
         const double short_of = (kth - v) / fabs(kth);
         differ++;
-        if (!(short_of <= *gap)) *gap = short_of;
+        if (!(short_of <= *gap)) *gap = isnan(short_of) ? INFINITY : short_of;
     }
     memcpy(tk, forced, (size_t)k * sizeof(int));
     return differ;
@@ -238,8 +244,9 @@ static void route_forward(Acts *a, const real *x, const Weights *w, const float 
         real *s = a->scores + (size_t)n * E;
         int *tk = a->topk + (size_t)n * k;
         scores_from_logits(s, a->logits + (size_t)n * E, E, d->sigmoid);
-        failed |= !select_topk(tk, s, expert_bias, E, k);
-        if (a->forced_topk && !failed) {
+        const int found = select_topk(tk, s, expert_bias, E, k);
+        failed |= !found;
+        if (a->forced_topk && found) {
             double gap;
             differ += force_topk(tk, a->forced_topk + (size_t)n * k, s, expert_bias, E, k, &gap);
             worst_gap = gap > worst_gap ? gap : worst_gap;

@@ -49,7 +49,8 @@ typedef struct {
     const int *forced_topk;
     int forced_differ;      /* forced choices outside the router's own selection (its own k largest of score + bias) */
     double forced_gap;      /* the largest shortfall of such a choice's score + bias below the k-th of the router's own
-                               selection, relative to that one (0 when none differ)                                */
+                               selection, relative to that one (0 when none differ); infinite where a token's forced
+                               row names an expert outside [0, E) or one twice (that token keeps its own selection) */
 } DECL_OP(MoeActs);
 
 void DECL_OP(moe_acts_alloc)(DECL_OP(MoeActs) *a, const MoeDims *d, int N);
