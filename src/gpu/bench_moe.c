@@ -797,7 +797,7 @@ int cmd_bench(int argc, char **argv) {
                  "ep = %d does not divide moe.num_experts = %d", ep, cfg.moe.num_experts);
     if (gpu_device_count() == 0)
         mokc_die(MOKC_EXIT_RUNTIME, "run the benchmark on a machine with NVIDIA GPUs", "bench moe: no GPU found");
-    const int dev = gpu_select_device(dist.local_rank);
+    const int dev = gpu_take_device(&dist, NULL);
     GpuComms gc;
     gpu_comms_init(&gc, &dist);
     cudaStream_t s;
