@@ -64,8 +64,6 @@ void check_grads(const ParamTable *t, const float *got, const float *twice, cons
     }
 }
 
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
 int check_verdict(const CheckFindings *f) {
     int bad = 0;
     for (int i = 0; i < f->count; i++) bad |= grad_check_ok(&f->grads[i]) ? 0 : CHECK_BAD_GRADS;
@@ -76,6 +74,8 @@ int check_verdict(const CheckFindings *f) {
     return bad;
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x) /* the help text's tolerances from the constants themselves */
 static const char *check_help =
     "usage: mokc check SPEC.json [--set key.path=value ...] [--layers N] [--tokens T]\n"
     "\n"
