@@ -15,6 +15,7 @@
 #include "common.h"
 #include "config.h"
 #include "cpu/model_cpu.h"
+#include "cpu/threads.h"
 #include "dist.h"
 #include "optim.h"
 #ifdef MOKC_CUDA
@@ -287,6 +288,9 @@ static int run_check(const CheckArgs *a, MokcConfig *cfg, int T, int argc, char 
     if (dist.rank == 0)
         printf("mokc check: %s cut to %d of its layers and 1 x %d tokens a rank, %d rank%s (ep %d), on %s\n", a->spec,
                d.L, T, dist.world, dist.world > 1 ? "s" : "", dist.ep, gpu_name);
+    CpuThreads threads;
+    cpu_threads_survey(&dist, &threads);
+    if (dist.rank == 0 && threads.note[0]) mokc_warn("%s", threads.note);
 
     double start = mokc_now_seconds();
     GpuModel *gm = gpu_model_create(&d, &t, &cfg->train, &dist, &comms, 1, T, cfg->moe_impl);
@@ -333,7 +337,9 @@ static int run_check(const CheckArgs *a, MokcConfig *cfg, int T, int argc, char 
     cpu_model_backward(&cm, params, want, 1.0);
     dist_average_grads(&dist, &t, want);
     cpu_model_free(&cm);
-    if (dist.rank == 0) printf(", the CPU reference %.1f s\n", mokc_now_seconds() - start);
+    char described[64];
+    cpu_threads_describe(&threads, described, sizeof described);
+    if (dist.rank == 0) printf(", the CPU reference %.1f s (%s)\n", mokc_now_seconds() - start, described);
 
     GradCheck *checks = mallocCheck(sizeof(GradCheck) * (size_t)t.count);
     check_grads(&t, got[0], got[1], want, checks);

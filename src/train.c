@@ -16,6 +16,7 @@
 #include "common.h"
 #include "config.h"
 #include "cpu/model_cpu.h"
+#include "cpu/threads.h"
 #include "data.h"
 #include "dist.h"
 #include "model.h"
@@ -40,6 +41,7 @@ typedef struct {
     int64_t *replica_load;      /* (L, E): the same over this rank's EP group only (one data-parallel replica) */
     double *ep_rank_imbalance;  /* (L): each MoE layer's busiest EP rank over the mean, the worst replica's */
     CpuModel model;
+    CpuThreads threads;         /* the CPU backend's, over the ranks */
     TokenSet train_set, val_set;
     DataLoader train_loader, val_loader;
     int *inputs, *targets;
@@ -175,7 +177,12 @@ static void print_model_summary(const Trainer *tr) {
         gpu_model_print_plan(tr->gpu);
     } else
 #endif
-        printf("backend: cpu (%s)\n", tr->backend_note);
+    {
+        char threads[64];
+        cpu_threads_describe(&tr->threads, threads, sizeof threads);
+        printf("backend: cpu (%s), %s\n", tr->backend_note, threads);
+        if (tr->threads.note[0]) mokc_warn("%s", tr->threads.note);
+    }
     const ModelDims *d = &tr->dims;
     double mib = (double)tr->table.total * sizeof(float) / (1 << 20);
     printf("model: %lld parameters (%lld active per token), %.1f MFLOP per token (fwd+bwd)\n",
@@ -347,6 +354,7 @@ static void setup(Trainer *tr, int argc, char **argv, const char *help) {
     if (!tr->use_gpu) {
         MoeComms comms = {.ep = tr->dist.ep_comm, .stats = MPI_COMM_WORLD};
         cpu_model_init(&tr->model, &tr->dims, &tr->table, c->train.micro_batch, c->train.seq_len, &comms);
+        cpu_threads_survey(&tr->dist, &tr->threads);
     }
     print_model_summary(tr);
     checkpoint_resume(tr);
