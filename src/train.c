@@ -21,6 +21,7 @@
 #include "dist.h"
 #include "model.h"
 #include "optim.h"
+#include "replica_check.h"
 #include "run_record.h"
 #include "signals.h"
 #include "step_parts.h"
@@ -409,8 +410,23 @@ static void checkpoint_save(Trainer *tr) {
                  "are intact", err);
     }
     tr->saved_step = tr->step;
-    if (tr->dist.rank == 0)
-        printf("checkpoint: %s (%.1f MiB in %.2f s)\n", path, (double)bytes / (1 << 20), mokc_now_seconds() - t0);
+    const double write_s = mokc_now_seconds() - t0;
+    /* after the write, so that a failed comparison loses nothing */
+    const ModelDims *d = &tr->dims;
+    const size_t bias_n = d->E > 0 ? (size_t)d->L * (size_t)d->E : 0;
+    int compared = 0;
+    if (replica_check(&tr->dist, &tr->table, tr->params, tr->adam_m, tr->adam_v, tr->expert_bias, bias_n, &compared,
+                      err, sizeof err)) {
+        char hint[CKPT_PATH_MAX + 256];
+        snprintf(hint, sizeof hint, "this is a bug in mokc: please report it with the run record; %s holds rank 0's "
+                 "replicated tensors and each rank's own moments", path);
+        teardown(tr);
+        fail_all(tr, MOKC_EXIT_RUNTIME, hint, err);
+    }
+    if (tr->dist.rank != 0) return;
+    printf("checkpoint: %s (%.1f MiB in %.2f s", path, (double)bytes / (1 << 20), write_s);
+    if (compared > 0) printf("; replicas bitwise equal: %d arrays over %d ranks", compared, tr->dist.world);
+    printf(")\n");
 }
 
 static bool checkpoint_due(const Trainer *tr) {

@@ -632,6 +632,65 @@ static void mpi_ep2_model_file_and_resume(void) {
                    "written by 2 ranks (dp 1 x ep 2) but this run has 2 (dp 2 x ep 1)", NULL);
 }
 
+/* Adds 1e-3 to the first element of dataset `name` in the checkpoint's file `file` and records the file's new size
+ * in DONE, as a damaged (or wrongly written) state file that still loads would be. */
+static void nudge_dataset(const char *checkpoint, const char *file, const char *name) {
+    char *path = fmt("%s/%s", checkpoint, file), out[4096];
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = f >= 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    hssize_t n = 0;
+    float *x = f >= 0 ? test_h5_read_floats(f, name, &n) : NULL;
+    CHECK_MSG(d >= 0 && x && n > 0, "cannot read %s in %s", name, path);
+    if (d >= 0 && x && n > 0) {
+        x[0] += 1e-3f;
+        CHECK(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+    }
+    free(x);
+    if (d >= 0) H5Dclose(d);
+    if (f >= 0) H5Fclose(f);
+    struct stat st;
+    CHECK(stat(path, &st) == 0);
+    CHECK(test_run(fmt("sed -i 's/^file %s .*/file %s %lld/' %s/DONE", file, file, (long long)st.st_size, checkpoint),
+                   out, sizeof out) == 0);
+}
+
+/* Every checkpoint compares the replicas' bits across the ranks: equal after honest training at dp = 2; a rank
+ * resumed from a state file whose moment of a replicated tensor (then of an expert, replicated over the
+ * data-parallel ranks) was changed diverges at its next step, and the next checkpoint stops the run (exit 1)
+ * naming that tensor and rank, after writing the checkpoint. */
+static void mpi_diverged_replicas_stop(void) {
+    if (!mpirun_available()) {
+        test_skip("mpirun not found");
+        return;
+    }
+    Setup s = make_setup(256);
+    const char *np2 = MPIRUN " 2";
+    static char out[65536];
+    char *a = fmt("%s/a", s.dir), *good = fmt("%s/step_00000003", a);
+    int rc = train(&s, np2, fmt("--set train.steps=3 --set checkpoint.dir=%s", a), out, sizeof out);
+    CHECK_MSG(rc == 0, "dp=2 failed (%d): %s", rc, out);
+    CHECK_STR_CONTAINS(out, "; replicas bitwise equal: ");
+    CHECK_STR_CONTAINS(out, " arrays over 2 ranks)");
+    const struct {
+        const char *dataset, *message;
+    } cases[] = {
+        {"adam_m/layers.0.attn.wq", "replicas differ: layers.0.attn.wq (weights) on rank 1 from rank 0's copy"},
+        {"adam_v/layers.1.moe.experts.w_up",
+         "replicas differ: layers.1.moe.experts.w_up (weights) on rank 1 from rank 0's copy"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char *bad = fmt("%s/bad%d", s.dir, i), *c = fmt("%s/c%d", s.dir, i);
+        CHECK(test_run(fmt("rm -rf %s && cp -r %s %s", bad, good, bad), out, sizeof out) == 0);
+        nudge_dataset(bad, "state_rank00001.h5", cases[i].dataset);
+        rc = train(&s, np2, fmt("--set train.steps=4 --set checkpoint.dir=%s --set checkpoint.resume=%s", c, bad), out,
+                   sizeof out);
+        CHECK_MSG(rc == 1, "a run with diverged replicas exited %d, expected 1: %s", rc, out);
+        CHECK_STR_CONTAINS(out, cases[i].message);
+        CHECK_STR_CONTAINS(out, "this is a bug in mokc");
+        CHECK(file_exists(fmt("%s/step_00000004/DONE", c)));
+    }
+}
+
 TEST_SUITE(ckpt,
     TEST_CASE(resume_is_bitwise),
     TEST_CASE(resume_is_bitwise_with_bf16_moments),
@@ -645,4 +704,5 @@ TEST_SUITE(ckpt,
     TEST_CASE(keep_prunes_old_checkpoints), TEST_CASE(older_resume_into_same_dir),
     TEST_CASE(mpi_dp2_resume_and_layout),
     TEST_CASE(mpi_ep2_model_file_and_resume),
+    TEST_CASE(mpi_diverged_replicas_stop),
 );
