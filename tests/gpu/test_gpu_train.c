@@ -8,7 +8,8 @@
  * and on 2 GPUs with ep = 2, and repeats bit for bit. With grad_accum = 2 both layers track the CPU
  * in losses and gradient norms. With bf16 AdamW moments the GPU tracks the CPU's bf16 moments and
  * resumes bit for bit. AdamW's deferred updates give the eager updates' runs bit for bit, on 1 GPU and on 2 (ep = 2,
- * dp = 2).
+ * dp = 2), on a byte corpus and on random ids of a 4096-token vocabulary (ranks reading different table rows); every
+ * checkpoint at world 2 also compares the ranks' replicas (src/replica_check.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,6 +319,29 @@ static void check_deferred_matches_eager(int np, const char *layout, const char 
     }
 }
 
+/* dir/wide.h5 and dir/wide-val.h5: random ids of a 4096-token vocabulary, so that a step's ranks read mostly different
+ * rows of the table (a byte corpus has every rank read nearly the same 60-odd rows): rows only one rank used are
+ * what the ranks' OR-ed list of updated rows is for. Returns the settings that train on it. */
+static const char *wide_vocab_corpus(void) {
+    static char sets[9000];
+    char ids[4400], cmd[9000], out[4096];
+    snprintf(ids, sizeof ids, "%s/wide.u16", dir);
+    FILE *f = fopen(ids, "wb");
+    uint32_t x = 12345;
+    for (int i = 0; f && i < 40000; i++) {
+        x = x * 1664525u + 1013904223u;
+        const uint16_t id = (uint16_t)(x >> 20); /* 12 bits: 0..4095 */
+        fwrite(&id, sizeof id, 1, f);
+    }
+    if (f) fclose(f);
+    snprintf(cmd, sizeof cmd, "%s prepare --raw-u16 %s --vocab 4096 --out %s/wide.h5 --val-fraction 0.1",
+             test_mokc_binary(), ids, dir);
+    CHECK_MSG(f && test_run(cmd, out, sizeof out) == 0, "preparing the wide-vocabulary corpus: %s", out);
+    snprintf(sets, sizeof sets, "--set model.vocab_size=4096 --set data.train=%s/wide.h5 --set data.val=%s/wide-val.h5",
+             dir, dir);
+    return sets;
+}
+
 static void test_gpu_deferred_matches_eager(void) {
     if (!gpu_test_begin()) return;
     setup_corpus(0.1);
@@ -330,12 +354,19 @@ static void test_gpu_deferred_matches_eager(void) {
     CHECK_MSG(rc == 2 && strstr(run_out, "MOKC_ADAMW_EAGER=yes is neither 0 nor 1"), "MOKC_ADAMW_EAGER=yes: exit %d, "
               "output ending %s", rc, run_out + (len > 800 ? len - 800 : 0));
     check_deferred_matches_eager(0, "", "defer_gpu1");
+    const char *wide = wide_vocab_corpus();
+    check_deferred_matches_eager(0, wide, "defer_gpu1_wide");
     if (gpus() < 2) {
         test_skip("the 2-GPU layouts need 2 GPUs (1 GPU checked)");
         return;
     }
+    char layout[9200];
     check_deferred_matches_eager(2, "--set parallel.ep=2 --set train.micro_batch=4", "defer_ep2");
     check_deferred_matches_eager(2, "--set parallel.ep=1 --set train.micro_batch=4", "defer_dp2");
+    snprintf(layout, sizeof layout, "--set parallel.ep=2 --set train.micro_batch=4 %s", wide);
+    check_deferred_matches_eager(2, layout, "defer_ep2_wide");
+    snprintf(layout, sizeof layout, "--set parallel.ep=1 --set train.micro_batch=4 %s", wide);
+    check_deferred_matches_eager(2, layout, "defer_dp2_wide");
 }
 
 /* 200 steps on 2 GPUs, ep = 2: the megakernel's losses track the unfused layer's within 1e-2 at
