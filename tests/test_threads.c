@@ -1,8 +1,9 @@
 /*
  * The CPU backend's threads a rank (src/cpu/threads.c): when a rank counts as narrowed by its launcher, what the
- * note says, and what `mokc train` prints on the CPU for a rank bound to one CPU, for one the user sized with
- * OMP_NUM_THREADS, and for two ranks of different sizes under mpirun.
+ * note says, how a cpuset's CPU list is counted, and what `mokc train` prints on the CPU for a rank bound to one
+ * CPU, for one the user sized with OMP_NUM_THREADS, and for two ranks of different sizes under mpirun.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -53,6 +54,18 @@ static void test_note_text(void) {
     CHECK(strcmp(note, "16 threads a rank") == 0);
 }
 
+static void test_cpu_lists(void) {
+    CHECK_EQ_INT(cpu_list_count("0-3,8,10-11\n"), 7);
+    CHECK_EQ_INT(cpu_list_count("0-1\n"), 2);
+    CHECK_EQ_INT(cpu_list_count("5"), 1);
+    CHECK_EQ_INT(cpu_list_count("0-127"), 128);
+    CHECK_EQ_INT(cpu_list_count(""), 0);
+    CHECK_EQ_INT(cpu_list_count("\n"), 0);
+    CHECK_EQ_INT(cpu_list_count("3-1"), 0);
+    CHECK_EQ_INT(cpu_list_count("0-3;4"), 0);
+    CHECK_EQ_INT(cpu_list_count("max"), 0);
+}
+
 static char spec[4300];
 
 static int setup_spec(void) {
@@ -79,17 +92,22 @@ static bool have(const char *tool) {
 
 /* One rank bound to one CPU of a host with more gets the note; sized by OMP_NUM_THREADS it does not. */
 static void test_train_bound_rank(void) {
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return test_skip("the host has one CPU: no rank can be narrowed");
+    cpu_set_t mine;
+    int first = -1;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2)
+        return test_skip("this process has one CPU: no rank can be narrowed");
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &mine)) first = c;
     if (!have("taskset")) return test_skip("taskset (util-linux) is not installed");
     if (setup_spec()) return;
     static char out[1 << 16];
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "env -u OMP_NUM_THREADS taskset -c 0 '%s' train '%s'", test_mokc_binary(), spec);
+    snprintf(cmd, sizeof cmd, "env -u OMP_NUM_THREADS taskset -c %d '%s' train '%s'", first, test_mokc_binary(), spec);
     CHECK_EQ_INT(test_run(cmd, out, sizeof out), 0);
     CHECK_STR_CONTAINS(out, "backend: cpu (as the spec asks), 1 thread a rank\n");
     CHECK_STR_CONTAINS(out, "mokc: warning: rank 0 runs the CPU work on 1 thread, while its host has");
     CHECK_STR_CONTAINS(out, "--map-by slot:PE=");
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 taskset -c 0 '%s' train '%s'", test_mokc_binary(), spec);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 taskset -c %d '%s' train '%s'", first, test_mokc_binary(), spec);
     CHECK_EQ_INT(test_run(cmd, out, sizeof out), 0);
     CHECK_STR_CONTAINS(out, "1 thread a rank\n");
     CHECK_MSG(!strstr(out, "warning: rank"), "a note though OMP_NUM_THREADS chose the count:\n%s", out);
@@ -110,5 +128,6 @@ static void test_train_two_ranks(void) {
     CHECK_MSG(!strstr(out, "warning: rank"), "a note though OMP_NUM_THREADS chose the counts:\n%s", out);
 }
 
-TEST_SUITE(threads, TEST_CASE(test_narrow_rule), TEST_CASE(test_note_text), TEST_CASE(test_train_bound_rank),
+TEST_SUITE(threads, TEST_CASE(test_narrow_rule), TEST_CASE(test_note_text), TEST_CASE(test_cpu_lists),
+           TEST_CASE(test_train_bound_rank),
            TEST_CASE(test_train_two_ranks));

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 bool cpu_threads_narrow(int threads, int ranks_here, int host_cpus, bool omp_env_set) {
@@ -21,15 +22,67 @@ void cpu_threads_format_note(char *note, size_t len, int rank, int threads, int 
              share, share);
 }
 
+int cpu_list_count(const char *list) {
+    int count = 0;
+    const char *p = list;
+    while (*p && *p != '\n') {
+        char *end;
+        const long a = strtol(p, &end, 10);
+        if (end == p || a < 0) return 0;
+        long b = a;
+        if (*end == '-') {
+            p = end + 1;
+            b = strtol(p, &end, 10);
+            if (end == p || b < a) return 0;
+        }
+        count += (int)(b - a + 1);
+        if (*end == ',') end++;
+        else if (*end && *end != '\n') return 0;
+        p = end;
+    }
+    return count;
+}
+
+/* The CPUs of the cpuset file under cgroup root `root` at `path` (this process's cgroup), else at the root (a
+ * container sees its own cgroup there); 0 if neither is readable. */
+static int cpuset_cpus(const char *root, const char *path, const char *file) {
+    char name[1024], list[4096];
+    for (int at_root = 0; at_root < 2; at_root++) {
+        snprintf(name, sizeof name, "%s%s/%s", root, at_root ? "" : path, file);
+        FILE *f = fopen(name, "r");
+        if (!f) continue;
+        const int n = fgets(list, sizeof list, f) ? cpu_list_count(list) : 0;
+        fclose(f);
+        if (n > 0) return n;
+    }
+    return 0;
+}
+
+/* The CPUs this process's rank may share with the others on its host: those of its cpuset (a container, a Slurm
+ * allocation; cgroup v1 or v2), at most the host's online CPUs. */
+static int host_cpus(void) {
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = 0;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[2048];
+    while (f && n == 0 && fgets(line, sizeof line, f)) { /* "id:controllers:path" */
+        char *c = strchr(line, ':'), *path = c ? strchr(c + 1, ':') : NULL;
+        if (!path) continue;
+        *path++ = 0, path[strcspn(path, "\n")] = 0;
+        if (c[1] == 0) n = cpuset_cpus("/sys/fs/cgroup", path, "cpuset.cpus.effective");
+        else if (strstr(c + 1, "cpuset")) n = cpuset_cpus("/sys/fs/cgroup/cpuset", path, "cpuset.effective_cpus");
+    }
+    if (f) fclose(f);
+    return n > 0 && (online <= 0 || n < online) ? n : (int)(online > 0 ? online : 1);
+}
+
 void cpu_threads_survey(const Dist *dist, CpuThreads *out) {
     const int threads = omp_get_max_threads();
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const int host_cpus = cpus > 0 ? (int)cpus : threads;
+    const int cpus = host_cpus();
     const char *env = getenv("OMP_NUM_THREADS");
     out->note[0] = 0;
-    const bool narrow = cpu_threads_narrow(threads, dist->local_size, host_cpus, env && *env);
-    if (narrow)
-        cpu_threads_format_note(out->note, sizeof out->note, dist->rank, threads, dist->local_size, host_cpus);
+    const bool narrow = cpu_threads_narrow(threads, dist->local_size, cpus, env && *env);
+    if (narrow) cpu_threads_format_note(out->note, sizeof out->note, dist->rank, threads, dist->local_size, cpus);
     dist_agree(dist, narrow, out->note, sizeof out->note);
     int range[2] = {-threads, threads};
     if (dist->world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));

@@ -16,9 +16,12 @@ typedef struct {
 } CpuThreads;
 
 /* Whether a rank with `threads` OpenMP threads, one of `ranks_here` ranks on a host of `host_cpus`
- * online CPUs, leaves at least half the host idle while the CPU backend runs. Never when the user
- * chose the count (OMP_NUM_THREADS set). */
+ * CPUs (those its cpuset allows), leaves at least half of them idle while the CPU backend runs. Never
+ * when the user chose the count (OMP_NUM_THREADS set). */
 bool cpu_threads_narrow(int threads, int ranks_here, int host_cpus, bool omp_env_set);
+
+/* The CPUs in a Linux CPU list ("0-3,8,10-11\n": 7); 0 if it is not one. */
+int cpu_list_count(const char *list);
 
 /* The note for such a rank: its rank, threads and host, and the launch options that give it more. */
 void cpu_threads_format_note(char *note, size_t len, int rank, int threads, int ranks_here, int host_cpus);
