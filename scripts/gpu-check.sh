@@ -24,8 +24,14 @@ export NCCL_NVLS_ENABLE=0             # never NVLink multicast: it can take a sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 filter=${1:-}
 parts=${PARTS:-tests extras}
-case " $parts " in *" tests "*|*" extras "*) ;; *) echo "gpu-check: PARTS='$parts': name tests, extras or both"; exit 2;; esac
+for p in $parts; do
+  case $p in tests|extras) ;; *) echo "gpu-check: PARTS='$parts': its parts are tests and extras"; exit 2;; esac
+done
 has_part() { case " $parts " in *" $1 "*) return 0;; esac; return 1; }
+has_part tests || has_part extras || { echo "gpu-check: PARTS is empty: name tests, extras or both"; exit 2; }
+if [ -n "$filter" ] && ! has_part tests; then
+  echo "gpu-check: a test filter ('$filter') runs tests only, and PARTS='$parts' has none"; exit 2
+fi
 since() { echo $(( $(date +%s) - $1 )); }
 
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.txt"
@@ -156,6 +162,10 @@ if [ "$attn_rc" != skipped ]; then
   grep -E '"impl": "rope"|^q, k projection' "$out/bench-attn.log"
 fi
 
-rc=0
-for r in "$tests_rc" "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc" "$small_rc" "$gemm_rc" "$attn_rc"; do [ "$r" = skipped ] || [ "$r" -eq 0 ] || rc=1; done
+rc=0 ran=0
+for r in "$tests_rc" "$ep2_rc" "$map_rc" "$lsa_rc" "$bench_rc" "$small_rc" "$gemm_rc" "$attn_rc"; do
+  [ "$r" = skipped ] && continue
+  ran=1; [ "$r" -eq 0 ] || rc=1
+done
+[ "$ran" -eq 1 ] || { echo "gpu-check: nothing was checked (no GPU visible?)"; rc=1; }
 exit "$rc"

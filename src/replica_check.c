@@ -37,9 +37,9 @@ typedef struct {
 
 static const char *const kParts[3] = {"weights", "AdamW first moment", "AdamW second moment"};
 
-/* Compares n hashes over comm; on a difference writes err (the first differing item, and the ranks of
- * MPI_COMM_WORLD whose copy differs from that of comm's lowest rank) and returns 1. The same result on every rank
- * of comm. */
+/* Compares n hashes over comm; on a difference writes err (the first differing item, the ranks of MPI_COMM_WORLD
+ * whose copy differs from the one most ranks of comm hold, ties to the lowest rank's) and returns 1. The same result
+ * on every rank of comm. */
 static int compare_over(MPI_Comm comm, const uint64_t *h, const Item *items, int n, char *err, size_t errlen) {
     if (n == 0) return 0;
     uint64_t *lo = mallocCheck(sizeof(uint64_t) * (size_t)n), *hi = mallocCheck(sizeof(uint64_t) * (size_t)n);
@@ -55,14 +55,20 @@ static int compare_over(MPI_Comm comm, const uint64_t *h, const Item *items, int
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     uint64_t mine[2] = {h[bad], (uint64_t)me}, *all = mallocCheck(sizeof(uint64_t) * 2 * (size_t)size);
     mpiCheck(MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, comm));
+    /* The copy most ranks hold is the reference: one faulty rank of many is named, not the many. */
+    int ref = 0, held = 0;
+    for (int r = 0; r < size; r++) {
+        int same = 0;
+        for (int q = 0; q < size; q++) same += all[2 * q] == all[2 * r];
+        if (same > held) held = same, ref = r;
+    }
     int len = snprintf(err, errlen, "replicas differ: %s (%s) on rank", items[bad].name, items[bad].what);
-    int odd = 0;
-    for (int r = 1; r < size; r++)
-        if (all[2 * r] != all[0] && len > 0 && (size_t)len < errlen)
-            len += snprintf(err + len, errlen - (size_t)len, "%s %d", odd++ ? "," : "", (int)all[2 * r + 1]);
+    for (int r = 0, listed = 0; r < size; r++)
+        if (all[2 * r] != all[2 * ref] && len > 0 && (size_t)len < errlen)
+            len += snprintf(err + len, errlen - (size_t)len, "%s %d", listed++ ? "," : "", (int)all[2 * r + 1]);
     if (len > 0 && (size_t)len < errlen)
-        snprintf(err + len, errlen - (size_t)len, " from rank %d's copy; replicated tensors must stay bitwise equal "
-                 "on every rank", (int)all[1]);
+        snprintf(err + len, errlen - (size_t)len, ", against rank %d's copy (held by %d of %d ranks); replicated "
+                 "tensors must stay bitwise equal on every rank", (int)all[2 * ref + 1], held, size);
     free(all);
     return 1;
 }

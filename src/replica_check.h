@@ -1,9 +1,9 @@
 /*
  * Replicas must hold the same bits: every rank's copy of a replicated tensor and of its AdamW moments (and the
  * routing bias), and every data-parallel copy of an expert tensor. Each checkpoint compares 64-bit hashes of them
- * across the ranks, as Megatron-LM checks its data-parallel replicas: a difference is an engine bug (an update one
- * rank made and another did not: a deferred row, a reduction whose bits differ by rank), found where it starts
- * rather than never. The hash is of the bits, so -0 and +0, or two NaNs, differ.
+ * across the ranks before it writes, as Megatron-LM checks its data-parallel replicas: a difference (an update one
+ * rank made and another did not, a bit flipped in one GPU's memory) is found where it starts rather than never, and
+ * is not saved. The hash is of the bits, so -0 and +0, or two NaNs, differ.
  */
 #ifndef MOKC_REPLICA_CHECK_H
 #define MOKC_REPLICA_CHECK_H
@@ -19,8 +19,8 @@ uint64_t replica_hash(const float *x, size_t n);
 
 /* Compares the replicas (a collective; every rank calls it with its own arrays, table->total elements each, and
  * the (bias_n) routing bias). Returns 0 with *compared = the number of arrays compared (0 at world 1), or non-zero
- * on every rank with err naming the first array that differs and the ranks whose copy differs from the lowest
- * rank's. */
+ * on every rank with err naming the first array that differs and the ranks whose copy differs from the one most
+ * ranks hold. */
 int replica_check(const Dist *dist, const ParamTable *table, const float *params, const float *adam_m,
                   const float *adam_v, const float *bias, size_t bias_n, int *compared, char *err, size_t errlen);
 

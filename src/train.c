@@ -400,8 +400,21 @@ static void checkpoint_save(Trainer *tr) {
 #ifdef MOKC_CUDA
     if (tr->use_gpu) gpu_model_download_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
 #endif
-    CkptState st = ckpt_state(tr);
     char path[CKPT_PATH_MAX], err[4096];
+    /* Before the write: replicas that differ are not saved, so the checkpoints kept (and resume = "auto") stay
+     * the ones that agreed. */
+    const ModelDims *d = &tr->dims;
+    const size_t bias_n = d->E > 0 ? (size_t)d->L * (size_t)d->E : 0;
+    int compared = 0;
+    if (replica_check(&tr->dist, &tr->table, tr->params, tr->adam_m, tr->adam_v, tr->expert_bias, bias_n, &compared,
+                      err, sizeof err)) {
+        char hint[256];
+        snprintf(hint, sizeof hint, "a bug in mokc or faulty GPU or host memory: please report it with the run "
+                 "record; step %d was not saved, the checkpoints written before are intact", tr->step);
+        teardown(tr);
+        fail_all(tr, MOKC_EXIT_RUNTIME, hint, err);
+    }
+    CkptState st = ckpt_state(tr);
     int64_t bytes = 0;
     double t0 = mokc_now_seconds();
     if (ckpt_save(&st, path, sizeof path, &bytes, err, sizeof err) != 0) {
@@ -410,21 +423,8 @@ static void checkpoint_save(Trainer *tr) {
                  "are intact", err);
     }
     tr->saved_step = tr->step;
-    const double write_s = mokc_now_seconds() - t0;
-    /* after the write, so that a failed comparison loses nothing */
-    const ModelDims *d = &tr->dims;
-    const size_t bias_n = d->E > 0 ? (size_t)d->L * (size_t)d->E : 0;
-    int compared = 0;
-    if (replica_check(&tr->dist, &tr->table, tr->params, tr->adam_m, tr->adam_v, tr->expert_bias, bias_n, &compared,
-                      err, sizeof err)) {
-        char hint[CKPT_PATH_MAX + 256];
-        snprintf(hint, sizeof hint, "this is a bug in mokc: please report it with the run record; %s holds rank 0's "
-                 "replicated tensors and each rank's own moments", path);
-        teardown(tr);
-        fail_all(tr, MOKC_EXIT_RUNTIME, hint, err);
-    }
     if (tr->dist.rank != 0) return;
-    printf("checkpoint: %s (%.1f MiB in %.2f s", path, (double)bytes / (1 << 20), write_s);
+    printf("checkpoint: %s (%.1f MiB in %.2f s", path, (double)bytes / (1 << 20), mokc_now_seconds() - t0);
     if (compared > 0) printf("; replicas bitwise equal: %d arrays over %d ranks", compared, tr->dist.world);
     printf(")\n");
 }

@@ -657,7 +657,8 @@ static void nudge_dataset(const char *checkpoint, const char *file, const char *
 /* Every checkpoint compares the replicas' bits across the ranks: equal after honest training at dp = 2; a rank
  * resumed from a state file whose moment of a replicated tensor (then of an expert, replicated over the
  * data-parallel ranks) was changed diverges at its next step, and the next checkpoint stops the run (exit 1)
- * naming that tensor and rank, after writing the checkpoint. */
+ * naming that tensor and rank, without saving the diverged step; of four ranks, the one that differs from the three
+ * others is named, rank 0 included. */
 static void mpi_diverged_replicas_stop(void) {
     if (!mpirun_available()) {
         test_skip("mpirun not found");
@@ -674,9 +675,10 @@ static void mpi_diverged_replicas_stop(void) {
     const struct {
         const char *dataset, *message;
     } cases[] = {
-        {"adam_m/layers.0.attn.wq", "replicas differ: layers.0.attn.wq (weights) on rank 1 from rank 0's copy"},
+        {"adam_m/layers.0.attn.wq",
+         "replicas differ: layers.0.attn.wq (weights) on rank 1, against rank 0's copy (held by 1 of 2 ranks)"},
         {"adam_v/layers.1.moe.experts.w_up",
-         "replicas differ: layers.1.moe.experts.w_up (weights) on rank 1 from rank 0's copy"},
+         "replicas differ: layers.1.moe.experts.w_up (weights) on rank 1, against rank 0's copy (held by 1 of 2 ranks)"},
     };
     for (int i = 0; i < 2; i++) {
         char *bad = fmt("%s/bad%d", s.dir, i), *c = fmt("%s/c%d", s.dir, i);
@@ -686,9 +688,22 @@ static void mpi_diverged_replicas_stop(void) {
                    sizeof out);
         CHECK_MSG(rc == 1, "a run with diverged replicas exited %d, expected 1: %s", rc, out);
         CHECK_STR_CONTAINS(out, cases[i].message);
-        CHECK_STR_CONTAINS(out, "this is a bug in mokc");
-        CHECK(file_exists(fmt("%s/step_00000004/DONE", c)));
+        CHECK_STR_CONTAINS(out, "step 4 was not saved, the checkpoints written before are intact");
+        CHECK_MSG(!file_exists(fmt("%s/step_00000004", c)), "the diverged step 4 was saved in %s", c);
     }
+    /* Four ranks, rank 0's state changed: the three that agree are the reference, rank 0 is named. */
+    const char *np4 = MPIRUN " 4";
+    char *a4 = fmt("%s/a4", s.dir), *bad4 = fmt("%s/bad4", s.dir);
+    rc = train(&s, np4, fmt("--set train.steps=3 --set train.micro_batch=2 --set checkpoint.dir=%s", a4), out,
+               sizeof out);
+    CHECK_MSG(rc == 0, "dp=4 failed (%d): %s", rc, out);
+    CHECK(test_run(fmt("rm -rf %s && cp -r %s/step_00000003 %s", bad4, a4, bad4), out, sizeof out) == 0);
+    nudge_dataset(bad4, "state_rank00000.h5", "adam_m/layers.0.attn.wq");
+    rc = train(&s, np4, fmt("--set train.steps=4 --set train.micro_batch=2 --set checkpoint.dir=%s/c4 --set "
+                            "checkpoint.resume=%s", s.dir, bad4), out, sizeof out);
+    CHECK_MSG(rc == 1, "four ranks with rank 0 diverged exited %d, expected 1: %s", rc, out);
+    CHECK_STR_CONTAINS(out, "replicas differ: layers.0.attn.wq (weights) on rank 0, against rank 1's copy (held by 3 "
+                            "of 4 ranks)");
 }
 
 TEST_SUITE(ckpt,

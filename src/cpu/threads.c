@@ -14,10 +14,11 @@ bool cpu_threads_narrow(int threads, int ranks_here, int host_cpus, bool omp_env
 void cpu_threads_format_note(char *note, size_t len, int rank, int threads, int ranks_here, int host_cpus) {
     const int share = host_cpus / (ranks_here > 0 ? ranks_here : 1);
     snprintf(note, len,
-             "rank %d runs the CPU work on %d thread%s, while its host has %d CPUs for %d rank%s: its CPU affinity "
-             "allows %d (Open MPI binds each rank to one core by default). To give each rank its share: mpirun "
-             "--map-by slot:PE=%d (srun: --cpus-per-task=%d), or set OMP_NUM_THREADS to keep this count without this "
-             "note",
+             "rank %d runs the CPU work on %d thread%s, while %d CPUs are there for the %d rank%s of its host: its CPU "
+             "affinity allows %d (a launcher's binding: Open MPI binds each of up to two ranks to one core by default; "
+             "taskset, numactl and srun --cpu-bind narrow too). To give each rank its share: mpirun --map-by "
+             "slot:PE=%d --use-hwthread-cpus (srun: --cpus-per-task=%d), or set OMP_NUM_THREADS to keep this count "
+             "without this note",
              rank, threads, threads == 1 ? "" : "s", host_cpus, ranks_here, ranks_here == 1 ? "" : "s", threads,
              share, share);
 }
@@ -46,12 +47,15 @@ int cpu_list_count(const char *list) {
 /* The CPUs of the cpuset file under cgroup root `root` at `path` (this process's cgroup), else at the root (a
  * container sees its own cgroup there); 0 if neither is readable. */
 static int cpuset_cpus(const char *root, const char *path, const char *file) {
-    char name[1024], list[4096];
+    char name[4200];
     for (int at_root = 0; at_root < 2; at_root++) {
         snprintf(name, sizeof name, "%s%s/%s", root, at_root ? "" : path, file);
         FILE *f = fopen(name, "r");
         if (!f) continue;
-        const int n = fgets(list, sizeof list, f) ? cpu_list_count(list) : 0;
+        char *list = NULL; /* the whole line: a cpuset of scattered CPUs on a large host runs to kilobytes */
+        size_t cap = 0;
+        const int n = getline(&list, &cap, f) > 0 ? cpu_list_count(list) : 0;
+        free(list);
         fclose(f);
         if (n > 0) return n;
     }
@@ -64,7 +68,7 @@ static int host_cpus(void) {
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     int n = 0;
     FILE *f = fopen("/proc/self/cgroup", "r");
-    char line[2048];
+    char line[4096];
     while (f && n == 0 && fgets(line, sizeof line, f)) { /* "id:controllers:path" */
         char *c = strchr(line, ':'), *path = c ? strchr(c + 1, ':') : NULL;
         if (!path) continue;
