@@ -1,9 +1,9 @@
 /*
  * Replicas must hold the same bits: every rank's copy of a replicated tensor and of its AdamW moments (and the
- * routing bias), and every data-parallel copy of an expert tensor. Each checkpoint compares 64-bit hashes of them
- * across the ranks before it writes, as Megatron-LM checks its data-parallel replicas: a difference (an update one
- * rank made and another did not, a bit flipped in one GPU's memory) is found where it starts rather than never, and
- * is not saved. The hash is of the bits, so -0 and +0, or two NaNs, differ.
+ * routing bias), and every data-parallel copy of an expert tensor. Each checkpoint, before it writes, and a run of
+ * several ranks at its end compare 64-bit hashes of them across the ranks, as Megatron-LM checks its data-parallel
+ * replicas: a difference (an update one rank made and another did not, a bit flipped in one GPU's memory) is found
+ * where it starts rather than never, and is not saved. The hash is of the bits, so -0 and +0, or two NaNs, differ.
  */
 #ifndef MOKC_REPLICA_CHECK_H
 #define MOKC_REPLICA_CHECK_H

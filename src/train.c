@@ -396,25 +396,34 @@ static void teardown(Trainer *tr) {
 
 /* ---------- checkpoints and stop signals ---------- */
 
-static void checkpoint_save(Trainer *tr) {
+/* Brings the GPU's state into the host arrays, then compares the ranks' replicas (replica_check) and stops every
+ * rank, naming the difference, where they differ; `saving`: the step was to be checkpointed, and is not. Returns the
+ * arrays compared (0 at world 1). */
+static int replicas_agree_or_stop(Trainer *tr, bool saving) {
 #ifdef MOKC_CUDA
     if (tr->use_gpu) gpu_model_download_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
 #endif
-    char path[CKPT_PATH_MAX], err[4096];
-    /* Before the write: replicas that differ are not saved, so the checkpoints kept (and resume = "auto") stay
-     * the ones that agreed. */
     const ModelDims *d = &tr->dims;
     const size_t bias_n = d->E > 0 ? (size_t)d->L * (size_t)d->E : 0;
     int compared = 0;
+    char err[4096];
     if (replica_check(&tr->dist, &tr->table, tr->params, tr->adam_m, tr->adam_v, tr->expert_bias, bias_n, &compared,
                       err, sizeof err)) {
         char hint[256];
         snprintf(hint, sizeof hint, "a bug in mokc or faulty GPU or host memory: please report it with the run "
-                 "record; step %d was not saved, the checkpoints written before are intact", tr->step);
+                 "record%s", saving ? "; this step was not saved, the checkpoints written before are intact" : "");
         teardown(tr);
         fail_all(tr, MOKC_EXIT_RUNTIME, hint, err);
     }
+    return compared;
+}
+
+static void checkpoint_save(Trainer *tr) {
+    /* before the write: replicas that differ are not saved, so the checkpoints kept (and resume = "auto") stay the
+     * ones that agreed */
+    const int compared = replicas_agree_or_stop(tr, true);
     CkptState st = ckpt_state(tr);
+    char path[CKPT_PATH_MAX], err[4096];
     int64_t bytes = 0;
     double t0 = mokc_now_seconds();
     if (ckpt_save(&st, path, sizeof path, &bytes, err, sizeof err) != 0) {
@@ -851,6 +860,12 @@ int cmd_train(int argc, char **argv, const char *help) {
         if (sig) return stop_for_signal(&tr, sig);
     }
     if (c->checkpoint.dir[0] && tr.saved_step != tr.step) checkpoint_save(&tr);
+    if (tr.dist.world > 1 && tr.saved_step != tr.step) { /* a run without a checkpoint of its end checks too */
+        const int compared = replicas_agree_or_stop(&tr, false);
+        if (tr.dist.rank == 0)
+            printf("replicas after step %d: bitwise equal, %d arrays over %d ranks\n", tr.step, compared,
+                   tr.dist.world);
+    }
     print_summary(&tr);
     if (tr.dist.rank == 0 && !isnan(last_loss)) {
         printf("final: train loss %.4f", last_loss);

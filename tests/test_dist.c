@@ -47,6 +47,11 @@ static int losses_with(int np, int ep, int micro_batch, const char *extra, const
              mpirun(), np, test_mokc_binary(), spec, ep, micro_batch, metrics, extra);
     int rc = test_run(cmd, out, sizeof out);
     CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, out);
+    /* a run of several ranks compares their replicas at its end (it writes no checkpoint) */
+    char said[128];
+    snprintf(said, sizeof said, "replicas after step %d: bitwise equal, ", STEPS);
+    CHECK_MSG((strstr(out, said) != NULL) == (np > 1), "%s (%d ranks): \"%s\" %s", tag, np, said,
+              np > 1 ? "not said" : "said at one rank");
     return test_read_metric(metrics, "loss", loss, STEPS);
 }
 
