@@ -396,12 +396,15 @@ static void teardown(Trainer *tr) {
 
 /* ---------- checkpoints and stop signals ---------- */
 
-/* Brings the GPU's state into the host arrays, then compares the ranks' replicas (replica_check) and stops every
- * rank, naming the difference, where they differ; `saving`: the step was to be checkpointed, and is not. Returns the
- * arrays compared (0 at world 1). */
+/* Brings the GPU's state into the host arrays (all of it for a checkpoint, `saving`; else what the comparison reads),
+ * then compares the ranks' replicas (replica_check) and stops every rank, naming the difference, where they differ.
+ * Returns the arrays compared (0 at world 1). */
 static int replicas_agree_or_stop(Trainer *tr, bool saving) {
 #ifdef MOKC_CUDA
-    if (tr->use_gpu) gpu_model_download_state(tr->gpu, tr->params, tr->adam_m, tr->adam_v);
+    const unsigned compared_kinds = 1u << PARAM_REPLICATED | (tr->dist.dp > 1 ? 1u << PARAM_EXPERT : 0u);
+    if (tr->use_gpu)
+        gpu_model_download_state_of(tr->gpu, tr->params, tr->adam_m, tr->adam_v,
+                                    saving ? GPU_STATE_ALL : compared_kinds);
 #endif
     const ModelDims *d = &tr->dims;
     const size_t bias_n = d->E > 0 ? (size_t)d->L * (size_t)d->E : 0;

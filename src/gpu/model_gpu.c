@@ -497,14 +497,28 @@ static void upload_moment(GpuModel *g, void *dev, const float *host) {
 }
 
 /* A moment into the host's fp32, the same way back; the stream is idle when this runs. */
-static void download_moment(GpuModel *g, float *host, const void *dev) {
-    const size_t n = g->t->total;
+/* The tensors of `kinds` (a bit per param_kind) of the device array src, fp32 in the table's layout, to the same
+ * places of host; the rest of host is not touched. */
+static void copy_kinds_to_host(GpuModel *g, float *host, const float *src, unsigned kinds) {
+    if (kinds == GPU_STATE_ALL) {
+        cudaCheck(cudaMemcpyAsync(host, src, g->t->total * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
+    } else {
+        for (int i = 0; i < g->t->count; i++) {
+            const ParamInfo *p = &g->t->items[i];
+            if (kinds >> p->kind & 1u)
+                cudaCheck(cudaMemcpyAsync(host + p->offset, src + p->offset, p->numel * sizeof(float),
+                                          cudaMemcpyDeviceToHost, g->stream));
+        }
+    }
+    cudaCheck(cudaStreamSynchronize(g->stream));
+}
+
+static void download_moment(GpuModel *g, float *host, const void *dev, unsigned kinds) {
     if (state_bf16(g)) {
-        gpu_cast_bf16_to_f32(g->grads, dev, (long)n, g->stream);
+        gpu_cast_bf16_to_f32(g->grads, dev, (long)g->t->total, g->stream);
         dev = g->grads;
     }
-    cudaCheck(cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
+    copy_kinds_to_host(g, host, dev, kinds);
 }
 
 /* Each layer's bf16 wq, wk and wv side by side in one (C, QD + 2 KD) matrix, so the backward's input gradient of
@@ -596,16 +610,18 @@ void gpu_model_init_state(GpuModel *g, uint64_t seed) {
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
-void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
-    size_t bytes = g->t->total * sizeof(float);
+void gpu_model_download_state_of(GpuModel *g, float *params, float *m, float *v, unsigned kinds) {
     cudaCheck(cudaDeviceSynchronize());
     if (g->deferred_on) adamw_deferred_settle(&g->deferred, g->stream);
     g->emb_grad_rows = -1;
     masters_to_grads(g);
-    cudaCheck(cudaMemcpyAsync(params, g->grads, bytes, cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
-    if (m) download_moment(g, m, g->adam_m);
-    if (v) download_moment(g, v, g->adam_v);
+    copy_kinds_to_host(g, params, g->grads, kinds);
+    if (m) download_moment(g, m, g->adam_m, kinds);
+    if (v) download_moment(g, v, g->adam_v, kinds);
+}
+
+void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v) {
+    gpu_model_download_state_of(g, params, m, v, GPU_STATE_ALL);
 }
 
 void gpu_model_download_grads(GpuModel *g, float *grads) {

@@ -47,6 +47,11 @@ void gpu_model_upload_state(GpuModel *g, const float *params, const float *m, co
  * 10 G-parameter model, where the host, under mpirun's default binding of a rank to one core, takes minutes. */
 void gpu_model_init_state(GpuModel *g, uint64_t seed);
 void gpu_model_download_state(GpuModel *g, float *params, float *m, float *v);
+/* The same for the tensors of `kinds` only (a bit per param_kind: 1u << PARAM_REPLICATED for the replicas a run's
+ * closing comparison reads), the rest of the host arrays untouched: their pages are not made resident (at EP2
+ * mokc-small's experts would take ≈ 60 GB of a rank's host memory). */
+#define GPU_STATE_ALL (1u << PARAM_REPLICATED | 1u << PARAM_EXPERT)
+void gpu_model_download_state_of(GpuModel *g, float *params, float *m, float *v, unsigned kinds);
 /* The expert-selection biases (L, E), host fp32. */
 void gpu_model_set_expert_bias(GpuModel *g, const float *bias);
 /* Tests: fewer rows than planned in a chunk of the LM head's logits (planned: the rows whose fp32 logits fill

@@ -407,7 +407,8 @@ static void deferred_run(GpuModel *gm, const ModelDims *d, int steps, int parts,
  * bit, through experts idle for one step and for four, experts whose first rows of a step come at its second
  * micro-batch, table rows unused for some steps and read again, or never (the tokens take 80 of the 96 ids), a
  * validation pass, a switch off and on with updates owed and a read of the whole state in between. With the
- * megakernel both parts are deferred, with the unfused layer (any GPU) only the table. */
+ * megakernel both parts are deferred, with the unfused layer (any GPU) only the table. The replicated tensors read
+ * alone (gpu_model_download_state_of) are the whole state's, and the experts' places in the host arrays untouched. */
 static void deferred_case(int state_bf16, enum moe_impl impl) {
     ModelDims d = dims(0, 0);
     ParamTable t;
@@ -450,6 +451,29 @@ static void deferred_case(int state_bf16, enum moe_impl impl) {
     CHECK_MSG(memcmp(w16[0], w16[1], t.total * sizeof(uint16_t)) == 0, "deferred updates, %s moments: bf16 weights "
               "differ", kind);
     CHECK_MSG(moved > 0, "no expert's moment moved: the runs compared nothing");
+    /* The replicated tensors alone, as a run's closing replica comparison reads them: the whole state's values (run
+     * 1's, the model's now), the experts' places in the host arrays untouched. */
+    const float *whole[3] = {params[1], m[1], v[1]};
+    unsigned char *part[3];
+    for (int a = 0; a < 3; a++) {
+        part[a] = malloc(t.total * sizeof(float));
+        memset(part[a], 0xa5, t.total * sizeof(float)); /* a byte the copies would not write everywhere */
+    }
+    gpu_model_download_state_of(gm, (float *)part[0], (float *)part[1], (float *)part[2], 1u << PARAM_REPLICATED);
+    long differ = 0, touched = 0, replicated = 0;
+    for (int a = 0; a < 3; a++) {
+        for (int i = 0; i < t.count; i++) {
+            const ParamInfo *q = &t.items[i];
+            const unsigned char *at = part[a] + q->offset * sizeof(float);
+            if (q->kind == PARAM_REPLICATED)
+                replicated++, differ += memcmp(at, whole[a] + q->offset, q->numel * sizeof(float)) != 0;
+            else
+                for (size_t b = 0; b < q->numel * sizeof(float); b++) touched += at[b] != 0xa5;
+        }
+        free(part[a]);
+    }
+    CHECK_MSG(replicated > 10 && differ == 0 && touched == 0, "the replicated state alone: %ld of %ld tensors differ "
+              "from the whole state's, %ld bytes of the experts' places written", differ, replicated, touched);
     gpu_model_destroy(gm);
     for (int run = 0; run < 2; run++) free(params[run]), free(m[run]), free(v[run]), free(w16[run]);
     param_table_free(&t);
