@@ -89,9 +89,12 @@ static int file_exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-static int mpirun_available(void) {
+/* Whether mpirun is here; a skip of the test otherwise. */
+static int mpirun_or_skip(void) {
     char out[256];
-    return test_run("command -v mpirun", out, sizeof out) == 0;
+    if (test_run("command -v mpirun", out, sizeof out) == 0) return 1;
+    test_skip("mpirun not found");
+    return 0;
 }
 
 /* ---------- comparing runs ---------- */
@@ -558,10 +561,7 @@ static void older_resume_into_same_dir(void) {
 
 /* dp = 2: resume equivalence on two ranks (a state file per rank), and a layout mismatch. */
 static void mpi_dp2_resume_and_layout(void) {
-    if (!mpirun_available()) {
-        test_skip("mpirun not found");
-        return;
-    }
+    if (!mpirun_or_skip()) return;
     Setup s = make_setup(256);
     char *a = fmt("%s/a", s.dir), *b = fmt("%s/b", s.dir), *ma = fmt("%s/a.jsonl", s.dir), *mb = fmt("%s/b.jsonl", s.dir);
     const char *np2 = MPIRUN " 2";
@@ -598,10 +598,7 @@ static void mpi_dp2_resume_and_layout(void) {
  * With lr = 0 the weights stay at their (sharding-independent) initialisation, so the file must
  * equal a one-rank run's; and resuming on two EP ranks is bitwise. */
 static void mpi_ep2_model_file_and_resume(void) {
-    if (!mpirun_available()) {
-        test_skip("mpirun not found");
-        return;
-    }
+    if (!mpirun_or_skip()) return;
     Setup s = make_setup(256);
     const char *np2 = MPIRUN " 2";
     static char out[65536];
@@ -660,10 +657,7 @@ static void nudge_dataset(const char *checkpoint, const char *file, const char *
  * naming that tensor and rank, without saving the diverged step; of four ranks, the one that differs from the three
  * others is named, rank 0 included. */
 static void mpi_diverged_replicas_stop(void) {
-    if (!mpirun_available()) {
-        test_skip("mpirun not found");
-        return;
-    }
+    if (!mpirun_or_skip()) return;
     Setup s = make_setup(256);
     const char *np2 = MPIRUN " 2";
     static char out[65536];
