@@ -655,7 +655,8 @@ static void nudge_dataset(const char *checkpoint, const char *file, const char *
  * resumed from a state file whose moment of a replicated tensor (then of an expert, replicated over the
  * data-parallel ranks) was changed diverges at its next step, and the next checkpoint stops the run (exit 1)
  * naming that tensor and rank, without saving the diverged step; of four ranks, the one that differs from the three
- * others is named, rank 0 included. */
+ * others is named, rank 0 included; at ep = 2 x dp = 2 an expert's pair of copies is compared, and one pair's
+ * difference stops every rank. */
 static void mpi_diverged_replicas_stop(void) {
     if (!mpirun_or_skip()) return;
     Setup s = make_setup(256);
@@ -698,6 +699,19 @@ static void mpi_diverged_replicas_stop(void) {
     CHECK_MSG(rc == 1, "four ranks with rank 0 diverged exited %d, expected 1: %s", rc, out);
     CHECK_STR_CONTAINS(out, "replicas differ: layers.0.attn.wq (weights) on rank 0, against rank 1's copy (held by 3 "
                             "of 4 ranks)");
+    /* ep = 2 x dp = 2: an expert is compared within its data-parallel pair only ({0, 2} and {1, 3}); rank 3's
+     * differs, its pair's verdict stops all four. */
+    char *e4 = fmt("%s/e4", s.dir), *bade4 = fmt("%s/bade4", s.dir);
+    rc = train(&s, np4, fmt("--set parallel.ep=2 --set train.steps=3 --set train.micro_batch=2 --set "
+                            "checkpoint.dir=%s", e4), out, sizeof out);
+    CHECK_MSG(rc == 0, "ep=2 x dp=2 failed (%d): %s", rc, out);
+    CHECK(test_run(fmt("rm -rf %s && cp -r %s/step_00000003 %s", bade4, e4, bade4), out, sizeof out) == 0);
+    nudge_dataset(bade4, "state_rank00003.h5", "adam_v/layers.1.moe.experts.w_up");
+    rc = train(&s, np4, fmt("--set parallel.ep=2 --set train.steps=4 --set train.micro_batch=2 --set "
+                            "checkpoint.dir=%s/ce4 --set checkpoint.resume=%s", s.dir, bade4), out, sizeof out);
+    CHECK_MSG(rc == 1, "ep=2 x dp=2 with rank 3's expert diverged exited %d, expected 1: %s", rc, out);
+    CHECK_STR_CONTAINS(out, "replicas differ: layers.1.moe.experts.w_up (weights) on rank 3, against rank 1's copy "
+                            "(held by 1 of 2 ranks)");
 }
 
 TEST_SUITE(ckpt,
