@@ -88,6 +88,12 @@ char *test_read_text(const char *path) {
     return s;
 }
 
+bool test_have(const char *tool) {
+    char cmd[256], out[256];
+    snprintf(cmd, sizeof cmd, "command -v '%s'", tool);
+    return test_run(cmd, out, sizeof out) == 0;
+}
+
 int test_write_file(const char *path, const char *fmt, ...) {
     FILE *f = fopen(path, "w");
     if (!f) {

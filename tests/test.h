@@ -32,6 +32,8 @@ const char *test_tmpdir(void);
 /* Runs a shell command with stdout and stderr captured into out (NUL-terminated, truncated to
  * outlen); returns its exit status (-1 if it did not exit normally, e.g. a crash). */
 int test_run(const char *command, char *out, size_t outlen);
+/* Whether the shell finds the program `tool` (mpirun, taskset, ...). */
+bool test_have(const char *tool);
 /* Reads the number after "key": from each line of a JSON-lines metrics file (a train run's
  * log.metrics_path), up to max values; returns how many were read (0 if the file is missing). */
 int test_read_metric(const char *path, const char *key, double *values, int max);

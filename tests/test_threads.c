@@ -84,12 +84,6 @@ static int setup_spec(void) {
                            dir);
 }
 
-static bool have(const char *tool) {
-    char cmd[256], out[256];
-    snprintf(cmd, sizeof cmd, "command -v %s", tool);
-    return test_run(cmd, out, sizeof out) == 0;
-}
-
 /* One rank bound to one CPU of a host with more gets the note; sized by OMP_NUM_THREADS it does not. */
 static void test_train_bound_rank(void) {
     cpu_set_t mine;
@@ -98,7 +92,7 @@ static void test_train_bound_rank(void) {
         return test_skip("this process has one CPU: no rank can be narrowed");
     for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
         if (CPU_ISSET(c, &mine)) first = c;
-    if (!have("taskset")) return test_skip("taskset (util-linux) is not installed");
+    if (!test_have("taskset")) return test_skip("taskset (util-linux) is not installed");
     if (setup_spec()) return;
     static char out[1 << 16];
     char cmd[8192];
@@ -115,7 +109,7 @@ static void test_train_bound_rank(void) {
 
 /* Two ranks of 1 and 2 threads (mpirun's two app contexts): the range over the ranks, and no note. */
 static void test_train_two_ranks(void) {
-    if (!have("mpirun")) return test_skip("mpirun is not installed");
+    if (!test_have("mpirun")) return test_skip("mpirun is not installed");
     if (setup_spec()) return;
     static char out[1 << 16];
     char cmd[20000];

@@ -496,7 +496,6 @@ static void upload_moment(GpuModel *g, void *dev, const float *host) {
     gpu_cast_f32_to_bf16(dev, g->grads, (long)n, g->stream);
 }
 
-/* A moment into the host's fp32, the same way back; the stream is idle when this runs. */
 /* The tensors of `kinds` (a bit per param_kind) of the device array src, fp32 in the table's layout, to the same
  * places of host; the rest of host is not touched. */
 static void copy_kinds_to_host(GpuModel *g, float *host, const float *src, unsigned kinds) {
@@ -513,6 +512,7 @@ static void copy_kinds_to_host(GpuModel *g, float *host, const float *src, unsig
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
+/* A moment into the host's fp32 (its tensors of `kinds`), the same way back; the stream is idle when this runs. */
 static void download_moment(GpuModel *g, float *host, const void *dev, unsigned kinds) {
     if (state_bf16(g)) {
         gpu_cast_bf16_to_f32(g->grads, dev, (long)g->t->total, g->stream);
