@@ -100,5 +100,46 @@ static void test_plot_draws_the_profiled_step(void) {
     }
 }
 
+/* A record cut short or edited (a field a chart reads missing) and an --out that cannot be made each
+ * stop with one message naming them and exit 1, never a Python traceback. */
+static void test_plot_refuses_missing_fields_and_an_unwritable_out(void) {
+    if (!have_matplotlib()) {
+        test_skip("no python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+        return;
+    }
+    static const char *const train = "{\"record\": \"mokc run\", \"command\": \"train\"}\n";
+    static const char *const bench = "{\"record\": \"mokc run\", \"command\": \"bench moe\"}\n";
+    static const struct {
+        const char *header, *row, *says;
+    } cases[] = {
+        {train, "{\"step\": 1, \"loss\": 2.5, \"gpu_ms\": {\"attention\": 1.0}}",
+         "step 1 has no usable \"gpu_ms.moe\""},
+        {train, "{\"step\": 1, \"loss\": 2.5, \"op_ms\": {\"adamw\": {\"part\": \"optimizer\"}}}",
+         "step 1 has no usable \"op_ms.adamw.ms\""},
+        {bench, "{\"bench\": \"moe\", \"ep\": 1, \"impl\": \"mok\", \"fwd_tflops\": 400}",
+         "a bench moe row has no usable \"shape\""},
+        {bench, "{\"bench\": \"moe\", \"shape\": \"q\", \"ep\": 1, \"impl\": \"mok\", \"fwd_tflops\": \"fast\"}",
+         "has no usable \"fwd_tflops\""},
+    };
+    const char *dir = test_tmpdir();
+    char path[4300], args[9000], cmd[9200], out[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/cut-%zu.jsonl", dir, i);
+        test_write_file(path, "%s%s\n", cases[i].header, cases[i].row);
+        snprintf(args, sizeof args, "scripts/plot --out %s/charts %s", dir, path);
+        CHECK_EQ_INT(test_run(with_matplotlib(cmd, sizeof cmd, args), out, sizeof out), 1);
+        CHECK_STR_CONTAINS(out, cases[i].says);
+        CHECK_MSG(strstr(out, "Traceback") == NULL, "case %zu: a traceback, not a message: %s", i, out);
+    }
+    /* --out names a file: the directory cannot be made */
+    snprintf(path, sizeof path, "%s/good.jsonl", dir);
+    test_write_file(path, "%s{\"step\": 1, \"loss\": 2.5}\n", train);
+    snprintf(args, sizeof args, "scripts/plot --out %s %s", path, path);
+    CHECK_EQ_INT(test_run(with_matplotlib(cmd, sizeof cmd, args), out, sizeof out), 1);
+    CHECK_STR_CONTAINS(out, "cannot write the charts into");
+    CHECK_MSG(strstr(out, "Traceback") == NULL, "a traceback, not a message: %s", out);
+}
+
 TEST_SUITE(plots, TEST_CASE(test_committed_charts_render_from_records),
-           TEST_CASE(test_plot_refuses_a_file_that_is_not_a_record), TEST_CASE(test_plot_draws_the_profiled_step));
+           TEST_CASE(test_plot_refuses_a_file_that_is_not_a_record), TEST_CASE(test_plot_draws_the_profiled_step),
+           TEST_CASE(test_plot_refuses_missing_fields_and_an_unwritable_out));
