@@ -98,7 +98,8 @@ $(BUILD)/%.f64.o: %.c $(BUILD)/flags
 # object in X.cu.o.ptxas (tests/test_kernel_report.c reads it); nvcc's other messages are shown.
 $(BUILD)/%.cu.o: %.cu $(BUILD)/flags
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@ 2> $@.ptxas; rc=$$?; \
+	@echo '$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@'
+	@$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@ 2> $@.ptxas; rc=$$?; \
 	  grep -v '^ptxas info    :\|^    [0-9]* bytes stack frame' $@.ptxas >&2; exit $$rc
 
 # Test suites are found by their TEST_SUITE(name, ...) line; the runner gets the list generated.

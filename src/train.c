@@ -286,7 +286,8 @@ static void open_metrics(Trainer *tr) {
     tr->metrics = fopenCheck(path, tr->step > 0 ? "a" : "w");
     char *config = config_to_json(&tr->cfg);
     RunHeader h = {.command = "train", .argc = tr->argc, .argv = tr->argv, .config_json = config, .dist = &tr->dist,
-                   .backend = tr->use_gpu ? "cuda" : "cpu", .gpus = -1, .seed = (long long)tr->cfg.train.seed,
+                   .backend = tr->use_gpu ? "cuda" : "cpu", .gpu = "none", .gpus = 0,
+                   .seed = (long long)tr->cfg.train.seed,
                    .resumed_from = tr->step > 0 ? tr->step : -1};
 #ifdef MOKC_CUDA
     if (tr->use_gpu) {
@@ -875,6 +876,7 @@ int cmd_train(int argc, char **argv, const char *help) {
         if (!isnan(last_val)) printf(", val loss %.4f", last_val);
         printf(" (nats/token) after %d steps, %lld tokens\n", tr.step, (long long)tr.tokens_seen);
     }
+    if (tr.dist.rank == 0 && c->log.metrics_path[0]) printf("run record: %s\n", c->log.metrics_path);
     teardown(&tr);
     dist_finalize(&tr.dist);
     return 0;

@@ -113,6 +113,7 @@ static void test_run_record(void) {
     CHECK_MSG(rc == 0, "train failed (%d): %s", rc, out);
     CHECK_STR_CONTAINS(out, "| ETA ");
     CHECK_STR_CONTAINS(out, "steps 2-3: ");
+    CHECK_STR_CONTAINS(out, "run record: runs/spec.jsonl\n");
     char path[4300];
     snprintf(path, sizeof path, "%s/runs/spec.jsonl", dir);
     char *text = test_read_text(path);
@@ -136,6 +137,13 @@ static void test_run_record(void) {
             CHECK_MSG(json_number(o, "world", "ranks") == 1 && json_number(o, "seed", NULL) == 1, "world or seed");
             const cJSON *hdf5 = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "libraries"), "hdf5");
             CHECK_MSG(cJSON_IsString(hdf5) && strncmp(hdf5->valuestring, "HDF5 ", 5) == 0, "the header's libraries");
+            /* the GPUs: none on the CPU backend, said so rather than left out */
+            const char *backend = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "backend"));
+            const bool cpu = backend && strcmp(backend, "cpu") == 0;
+            const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(o, "gpu");
+            CHECK_MSG(json_number(o, "gpus", NULL) == (cpu ? 0 : 1), "the header's \"gpus\" is not %d", cpu ? 0 : 1);
+            CHECK_MSG(cJSON_IsString(gpu) && (strcmp(gpu->valuestring, "none") == 0) == cpu,
+                      "the header's \"gpu\" does not say %s", cpu ? "none" : "which");
         } else {
             steps++;
             CHECK_MSG(json_number(o, "step", NULL) == steps, "line %d is not step %d: %.200s", lines + 1, steps, line);
