@@ -21,13 +21,21 @@ void h5io_quiet_begin(H5Quiet *q) {
 
 void h5io_quiet_end(const H5Quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
 
+void h5io_no_cleanup_at_exit(void) { H5dont_atexit(); }
+
+/* The POSIX driver's descriptions ("file write failed: time = ..., filename = ..., errno = 27, ...") span lines
+ * and overflow the text: they are told by their head and the system's message ("file write failed: File too
+ * large"). */
 static herr_t reason_cb(unsigned n, const H5E_error2_t *e, void *data) {
     (void)n;
     H5Reason *r = data;
-    if (!r->found && e->desc && e->desc[0]) {
+    if (r->found || !e->desc || !e->desc[0]) return 0;
+    const char *code = strstr(e->desc, "errno = "), *colon = strchr(e->desc, ':');
+    if (code && colon && colon < code)
+        snprintf(r->text, sizeof r->text, "%.*s: %s", (int)(colon - e->desc), e->desc, strerror(atoi(code + 8)));
+    else
         snprintf(r->text, sizeof r->text, "%s", e->desc);
-        r->found = 1;
-    }
+    r->found = 1;
     return 0;
 }
 

@@ -12,6 +12,11 @@
 
 #include <hdf5.h>
 
+/* Before any other HDF5 call: no HDF5 cleanup at exit. Every file mokc writes is closed where it is written; a
+ * write that failed (a full disk) leaves HDF5 1.10 a file whose close failed, and its exit-time cleanup of that
+ * file crashed the process after the error message was printed. */
+void h5io_no_cleanup_at_exit(void);
+
 /* Silences HDF5's automatic error printing; h5io_quiet_end restores the previous handler. */
 typedef struct {
     H5E_auto2_t func;

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "config.h"
+#include "h5io.h"
 #include "model_check.h"
 #include "prepare.h"
 #include "run_record.h"
@@ -130,6 +131,7 @@ static int take_bench_record(int *argc, char **argv, const char **path) {
 #endif
 
 int main(int argc, char **argv) {
+    h5io_no_cleanup_at_exit();
     if (argc < 2) return usage_error("%s", "no command given");
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, train_help);
