@@ -499,7 +499,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
         }
     }
     if (d->world > 1) mpiCheck(MPI_Bcast(tmpdir, (int)sizeof tmpdir, MPI_CHAR, 0, MPI_COMM_WORLD));
-    if (dist_agree(d, failed, err, errlen)) goto out;
+    if ((failed = dist_agree(d, failed, err, errlen))) goto out;
     fault_point("dir", s->step);
 
     /* Every rank's own state file, all at once (different files). */
@@ -508,7 +508,7 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
     failed = state_write(s, tmpfile, err, errlen);
     int rc = failed ? 0 : h5io_commit(tmpfile, file);
     if (rc) failed = mokc_fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
-    if (dist_agree(d, failed, err, errlen)) goto out;
+    if ((failed = dist_agree(d, failed, err, errlen))) goto out;
     fault_point("state", s->step);
 
     /* The model file, in turns: rank 0 creates it, then the other EP owners add their experts. */
@@ -518,11 +518,11 @@ int ckpt_save(const CkptState *s, char *path, size_t pathlen, int64_t *bytes, ch
         failed = 0;
         if (d->dp_rank == 0 && d->ep_rank == turn)
             failed = turn == 0 ? model_create(s, tmpfile, err, errlen) : model_add_experts(s, tmpfile, err, errlen);
-        if (dist_agree(d, failed, err, errlen)) goto out;
+        if ((failed = dist_agree(d, failed, err, errlen))) goto out;
     }
     rc = d->rank == 0 ? h5io_commit(tmpfile, file) : 0;
     if (rc) failed = mokc_fail(err, errlen, "cannot commit '%s': %s", file, strerror(rc));
-    if (dist_agree(d, failed, err, errlen)) goto out;
+    if ((failed = dist_agree(d, failed, err, errlen))) goto out;
     fault_point("model", s->step);
 
     /* DONE, then the directory goes into place and old checkpoints go. */

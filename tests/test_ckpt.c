@@ -713,6 +713,30 @@ static void mpi_diverged_replicas_stop(void) {
                             "(held by 1 of 2 ranks)");
 }
 
+/* A write that fails on one rank alone (rank 1's files limited to 8 KB by ulimit -f, its SIGXFSZ ignored, so its
+ * state file's writes fail with EFBIG): every rank stops with exit 1 and rank 1's message, none trains on as if
+ * the step were saved, and the checkpoint directory keeps neither the step nor a leftover. */
+static void mpi_one_rank_write_fails_stops_all(void) {
+    if (!mpirun_or_skip()) return;
+    Setup s = make_setup(256);
+    char *dir = fmt("%s/ck", s.dir);
+    char *args = fmt("train %s --set train.steps=6 --set checkpoint.every=3 --set checkpoint.dir=%s --set "
+                     "log.every=1", s.spec, dir);
+    const char *bin = test_mokc_binary();
+    static char out[65536];
+    int rc = test_run(fmt("OMP_NUM_THREADS=1 timeout 120 env " MPIRUN " 1 --mca btl self,tcp %s %s : -np 1 sh -c \"trap '' XFSZ; ulimit -f 16; "
+                          "exec %s %s\"; exit $?", bin, args, bin, args), out, sizeof out);
+    CHECK_MSG(rc == 1, "a failed write on rank 1 exited %d (124: a hang), expected 1: %s", rc, out);
+    CHECK_STR_CONTAINS(out, "state_rank00001.h5");
+    CHECK_STR_CONTAINS(out, "file write failed: File too large"); /* HDF5's driver message, told in one line */
+    CHECK_STR_CONTAINS(out, "---> HINT: free disk space or fix checkpoint.dir");
+    CHECK_MSG(strstr(out, "checkpoint: ") == NULL && strstr(out, "step     4/") == NULL,
+              "a rank went on as if the checkpoint were saved: %s", out);
+    char listing[1024];
+    CHECK_MSG(test_run(fmt("ls -A %s 2>/dev/null; true", dir), listing, sizeof listing) == 0 && listing[0] == 0,
+              "the checkpoint directory keeps: %s", listing);
+}
+
 TEST_SUITE(ckpt,
     TEST_CASE(resume_is_bitwise),
     TEST_CASE(resume_is_bitwise_with_bf16_moments),
@@ -727,4 +751,5 @@ TEST_SUITE(ckpt,
     TEST_CASE(mpi_dp2_resume_and_layout),
     TEST_CASE(mpi_ep2_model_file_and_resume),
     TEST_CASE(mpi_diverged_replicas_stop),
+    TEST_CASE(mpi_one_rank_write_fails_stops_all),
 );
