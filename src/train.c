@@ -111,16 +111,22 @@ static void fail_all(Trainer *tr, int code, const char *hint, const char *msg) {
     dist_fail_all(&tr->dist, code, hint, msg);
 }
 
-/* backend auto: the GPU when this binary has the CUDA backend and the machine a GPU. On the GPU
+/* backend auto: the GPU when this binary has the CUDA backend and the machine a GPU. Every rank runs the same
+ * backend (their collectives differ): a rank that sees no GPU where another does stops them all, named. On the GPU
  * the note (which MoE layer runs) is written once the device is chosen: gpu_moe_note. */
 static void choose_backend(Trainer *tr) {
     enum backend_kind b = tr->cfg.backend;
 #ifdef MOKC_CUDA
-    int gpus = gpu_device_count();
-    if (b == BACKEND_CUDA && gpus == 0)
-        fail_all(tr, MOKC_EXIT_USAGE, "run on a machine with an NVIDIA GPU, or set \"backend\": \"cpu\"",
-                 "backend: \"cuda\" but no GPU is visible to this process");
-    tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && gpus > 0);
+    const int gpus = gpu_device_count();
+    int any = gpus > 0; /* some rank sees a GPU */
+    if (tr->dist.world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    char msg[256];
+    snprintf(msg, sizeof msg, "backend: \"%s\" but no GPU is visible to rank %d%s", b == BACKEND_CUDA ? "cuda" : "auto",
+             tr->dist.rank, any ? ", while other ranks see one" : "");
+    if (dist_agree(&tr->dist, gpus == 0 && (b == BACKEND_CUDA || (b == BACKEND_AUTO && any)), msg, sizeof msg))
+        fail_all(tr, MOKC_EXIT_USAGE, "give every rank a GPU (check CUDA_VISIBLE_DEVICES and the launch), or set "
+                 "\"backend\": \"cpu\"", msg);
+    tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && any);
     if (!tr->use_gpu) tr->backend_note = b == BACKEND_AUTO ? "no GPU visible" : "as the spec asks";
 #else
     if (b == BACKEND_CUDA)

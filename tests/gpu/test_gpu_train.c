@@ -9,7 +9,8 @@
  * in losses and gradient norms. With bf16 AdamW moments the GPU tracks the CPU's bf16 moments and
  * resumes bit for bit. AdamW's deferred updates give the eager updates' runs bit for bit, on 1 GPU and on 2 (ep = 2,
  * dp = 2), on a byte corpus and on random ids of a 4096-token vocabulary (ranks reading different table rows); every
- * checkpoint at world 2 also compares the ranks' replicas (src/replica_check.c).
+ * checkpoint at world 2 also compares the ranks' replicas (src/replica_check.c). A rank that sees no GPU where
+ * another does stops them all.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,8 +396,29 @@ static void test_gpu_mok_200_steps_ep2(void) {
     check_tracks_as(ref, n_ref, loss, n, 1e-2, "2 GPUs, ep=2, 200 steps", "the unfused run", "loss", "step");
 }
 
+/* Every rank runs one backend: under backend "auto", a rank that sees no GPU (CUDA_VISIBLE_DEVICES empty) where
+ * the other sees one stops both, named, with exit 2. Each chose for itself before: the GPU rank waited in its
+ * device's exchange while the other had chosen the CPU. One GPU is enough. */
+static void test_gpu_rank_without_gpu_stops_all(void) {
+    if (!gpu_test_begin()) return;
+    if (!test_have("mpirun")) {
+        test_skip("mpirun not found");
+        return;
+    }
+    setup_corpus(0);
+    char cmd[24000], args[4400];
+    snprintf(args, sizeof args, "train %s --set log.metrics_path=", spec);
+    snprintf(cmd, sizeof cmd, "NCCL_NVLS_ENABLE=0 timeout 120 mpirun %s -np 1 %s %s : -np 1 env CUDA_VISIBLE_DEVICES= "
+             "%s %s", geteuid() == 0 ? "--allow-run-as-root" : "", test_mokc_binary(), args, test_mokc_binary(), args);
+    const int rc = test_run(cmd, run_out, sizeof run_out);
+    CHECK_MSG(rc == 2, "a rank without a GPU exited %d (124: a hang), expected 2: %s", rc, run_out);
+    CHECK_STR_CONTAINS(run_out, "backend: \"auto\" but no GPU is visible to rank 1, while other ranks see one");
+    CHECK_STR_CONTAINS(run_out, "---> HINT: give every rank a GPU");
+}
+
 TEST_SUITE(gpu_train, TEST_CASE(test_gpu_tracks_cpu), TEST_CASE(test_gpu_runs_repeat_bitwise),
            TEST_CASE(test_gpu_resume_bitwise), TEST_CASE(test_gpu_bf16_moments_track_cpu),
            TEST_CASE(test_gpu_mok_tracks_unfused),
            TEST_CASE(test_gpu_mok_tracks_unfused_ep2), TEST_CASE(test_gpu_mok_200_steps_ep2),
-           TEST_CASE(test_gpu_grad_accum_tracks_cpu), TEST_CASE(test_gpu_deferred_matches_eager));
+           TEST_CASE(test_gpu_grad_accum_tracks_cpu), TEST_CASE(test_gpu_deferred_matches_eager),
+           TEST_CASE(test_gpu_rank_without_gpu_stops_all));
