@@ -713,9 +713,9 @@ static void mpi_diverged_replicas_stop(void) {
                             "(held by 1 of 2 ranks)");
 }
 
-/* A write that fails on one rank alone (rank 1's files limited to 8 KB by ulimit -f, its SIGXFSZ ignored, so its
- * state file's writes fail with EFBIG): every rank stops with exit 1 and rank 1's message, none trains on as if
- * the step were saved, and the checkpoint directory keeps neither the step nor a leftover. */
+/* A write that fails on one rank alone (rank 1's files capped at 8 KiB, so its state file's writes fail with
+ * EFBIG): every rank stops with exit 1 and rank 1's message, none trains on as if the step were saved, and the
+ * checkpoint directory keeps neither the step nor a leftover. */
 static void mpi_one_rank_write_fails_stops_all(void) {
     if (!mpirun_or_skip()) return;
     Setup s = make_setup(256);
@@ -724,8 +724,10 @@ static void mpi_one_rank_write_fails_stops_all(void) {
                      "log.every=1", s.spec, dir);
     const char *bin = test_mokc_binary();
     static char out[65536];
-    int rc = test_run(fmt("OMP_NUM_THREADS=1 timeout 120 env " MPIRUN " 1 --mca btl self,tcp %s %s : -np 1 sh -c \"trap '' XFSZ; ulimit -f 16; "
-                          "exec %s %s\"; exit $?", bin, args, bin, args), out, sizeof out);
+    static char cmd[20000];
+    int rc = test_run(fmt("OMP_NUM_THREADS=1 %s", test_mpirun_capped_rank(cmd, sizeof cmd, fmt("%s %s", bin, args), 8,
+                                                                       fmt("%s %s", bin, args))),
+                      out, sizeof out);
     CHECK_MSG(rc == 1, "a failed write on rank 1 exited %d (124: a hang), expected 1: %s", rc, out);
     CHECK_STR_CONTAINS(out, "state_rank00001.h5");
     CHECK_STR_CONTAINS(out, "file write failed: File too large"); /* HDF5's driver message, told in one line */
