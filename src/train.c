@@ -49,6 +49,8 @@ typedef struct {
     int step;                   /* optimizer steps done */
     int64_t tokens_seen;
     FILE *metrics;              /* rank 0's run record (log.metrics_path) */
+    int metrics_lost_at;        /* > 0: the step whose line could not be written; the record stops before it */
+    long metrics_whole;         /* the record's bytes up to its last whole line */
     const char *spec_path;
     int argc;                   /* the command line, for the record */
     char **argv;
@@ -303,6 +305,27 @@ static void open_metrics(Trainer *tr) {
 #endif
     run_record_header(tr->metrics, &h);
     free(config);
+    if (fflush(tr->metrics) != 0 || ferror(tr->metrics))
+        mokc_die(MOKC_EXIT_USAGE, "free disk space, or choose a log.metrics_path on a disk with room",
+                 "cannot write the run record '%s': %s", path, strerror(errno));
+    tr->metrics_whole = ftell(tr->metrics);
+}
+
+/* A step's line that cannot be written (a disk full mid-run) closes the record with one warning, cut back to its
+ * last whole line: the training goes on, and its last line says where the record stops. */
+static void metrics_flush(Trainer *tr) {
+    if (fflush(tr->metrics) == 0 && !ferror(tr->metrics)) {
+        tr->metrics_whole = ftell(tr->metrics);
+        return;
+    }
+    fprintf(stderr, "mokc: warning: cannot write the run record '%s' at step %d (%s); training goes on without it\n",
+            tr->cfg.log.metrics_path, tr->step, strerror(errno));
+    fclose(tr->metrics);
+    if (truncate(tr->cfg.log.metrics_path, tr->metrics_whole) != 0) /* a part of a line would not parse */
+        fprintf(stderr, "mokc: warning: the run record '%s' ends in a part of a line: %s\n", tr->cfg.log.metrics_path,
+                strerror(errno));
+    tr->metrics = NULL;
+    tr->metrics_lost_at = tr->step;
 }
 
 static void setup(Trainer *tr, int argc, char **argv, const char *help) {
@@ -819,7 +842,7 @@ static void log_step(Trainer *tr, const StepStats *s, double val_loss) {
         if (s->profiled) record_profile(tr);
         if (!isnan(val_loss)) fprintf(tr->metrics, ", \"val_loss\": %.17g", val_loss);
         fprintf(tr->metrics, "}\n");
-        fflush(tr->metrics);
+        metrics_flush(tr);
     }
 }
 
@@ -882,7 +905,12 @@ int cmd_train(int argc, char **argv, const char *help) {
         if (!isnan(last_val)) printf(", val loss %.4f", last_val);
         printf(" (nats/token) after %d steps, %lld tokens\n", tr.step, (long long)tr.tokens_seen);
     }
-    if (tr.dist.rank == 0 && c->log.metrics_path[0]) printf("run record: %s\n", c->log.metrics_path);
+    if (tr.dist.rank == 0 && c->log.metrics_path[0]) {
+        printf("run record: %s", c->log.metrics_path);
+        if (tr.metrics_lost_at > 0)
+            printf(" (incomplete: it stops before step %d, where a write failed)", tr.metrics_lost_at);
+        printf("\n");
+    }
     teardown(&tr);
     dist_finalize(&tr.dist);
     return 0;

@@ -172,5 +172,45 @@ static void test_run_record(void) {
     free(text);
 }
 
-TEST_SUITE(train, TEST_CASE(test_run_record), TEST_CASE(test_loss_falls_on_real_text), TEST_CASE(test_same_seed_bitwise_other_seed_differs),
+/* A disk that fills: a run record whose header cannot be written stops the run before its first step (exit 2, the
+ * path named); one that fills mid-run is cut back to its last whole line with one warning, the training goes on, and
+ * the run's last line says where the record stops. The files are capped under mpirun (test_mpirun_capped_rank). */
+static void test_run_record_on_a_full_disk(void) {
+    if (!test_have("mpirun")) {
+        test_skip("mpirun not found");
+        return;
+    }
+    char spec[4200], train[9000], cmd[20000], out[16384], record[4300];
+    const char *dir = prepare_corpus(spec, sizeof spec);
+    snprintf(record, sizeof record, "%s/full.jsonl", dir);
+    snprintf(train, sizeof train, "%s train %s --set train.steps=40 --set log.metrics_path=%s", test_mokc_binary(),
+             spec, record);
+    int rc = test_run(test_mpirun_capped_rank(cmd, sizeof cmd, NULL, 1, train), out, sizeof out);
+    CHECK_MSG(rc == 2, "a header that cannot be written: exit %d, expected 2: %s", rc, out);
+    CHECK_STR_CONTAINS(out, "cannot write the run record");
+    CHECK_STR_CONTAINS(out, "File too large");
+    CHECK_MSG(strstr(out, "step     1/") == NULL, "a step ran without its record: %s", out);
+
+    rc = test_run(test_mpirun_capped_rank(cmd, sizeof cmd, NULL, 8, train), out, sizeof out);
+    CHECK_MSG(rc == 0, "a record that fills mid-run: exit %d, expected 0: %s", rc, out);
+    CHECK_STR_CONTAINS(out, "mokc: warning: cannot write the run record");
+    CHECK_STR_CONTAINS(out, "final: train loss");
+    const char *cut = strstr(out, "(incomplete: it stops before step ");
+    CHECK_MSG(cut != NULL, "the last line does not say where the record stops: %s", out);
+    const int stop = cut ? atoi(cut + strlen("(incomplete: it stops before step ")) : 0;
+    double loss[MAX_STEPS];
+    CHECK_EQ_INT(test_read_metric(record, "loss", loss, MAX_STEPS), stop - 1); /* steps 1 .. stop - 1 */
+    char *text = test_read_text(record);
+    CHECK_MSG(text != NULL && stop > 1, "no record, or it stops at step %d", stop);
+    int lines = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n"), lines++) {
+        cJSON *o = cJSON_Parse(line);
+        CHECK_MSG(o != NULL, "line %d of the cut record is not JSON: %.120s", lines + 1, line);
+        cJSON_Delete(o);
+    }
+    CHECK_EQ_INT(lines, stop); /* the header and the whole step lines */
+    free(text);
+}
+
+TEST_SUITE(train, TEST_CASE(test_run_record), TEST_CASE(test_run_record_on_a_full_disk), TEST_CASE(test_loss_falls_on_real_text), TEST_CASE(test_same_seed_bitwise_other_seed_differs),
            TEST_CASE(test_grad_accum_matches_larger_batch));
