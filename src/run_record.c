@@ -2,10 +2,12 @@
 #include "run_record.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "version.h"
@@ -72,7 +74,20 @@ void run_record_header(FILE *f, const RunHeader *h) {
     char *line = cJSON_PrintUnformatted(o);
     if (!line) mokc_die(MOKC_EXIT_RUNTIME, "check free memory", "run record: cannot print the header");
     fprintf(f, "%s\n", line);
-    fflush(f);
     cJSON_free(line);
     cJSON_Delete(o);
+}
+
+int run_record_flush(FILE **f, const char *path, long *whole) {
+    if (fflush(*f) == 0 && !ferror(*f)) {
+        *whole = ftell(*f);
+        return 0;
+    }
+    const int why = errno;
+    fclose(*f); /* closed before the cut: a close flushes what the stream still holds */
+    *f = NULL;
+    if (truncate(path, *whole) != 0)
+        fprintf(stderr, "mokc: warning: the run record '%s' ends in a part of a line: %s\n", path, strerror(errno));
+    errno = why;
+    return -1;
 }

@@ -305,26 +305,17 @@ static void open_metrics(Trainer *tr) {
 #endif
     run_record_header(tr->metrics, &h);
     free(config);
-    if (fflush(tr->metrics) != 0 || ferror(tr->metrics))
+    if (run_record_flush(&tr->metrics, path, &tr->metrics_whole) != 0)
         mokc_die(MOKC_EXIT_USAGE, "free disk space, or choose a log.metrics_path on a disk with room",
                  "cannot write the run record '%s': %s", path, strerror(errno));
-    tr->metrics_whole = ftell(tr->metrics);
 }
 
-/* A step's line that cannot be written (a disk full mid-run) closes the record with one warning, cut back to its
- * last whole line: the training goes on, and its last line says where the record stops. */
+/* A step's line that cannot be written (a disk full mid-run) ends the record at its last whole line with one
+ * warning: the training goes on, and its last line says where the record stops. */
 static void metrics_flush(Trainer *tr) {
-    if (fflush(tr->metrics) == 0 && !ferror(tr->metrics)) {
-        tr->metrics_whole = ftell(tr->metrics);
-        return;
-    }
+    if (run_record_flush(&tr->metrics, tr->cfg.log.metrics_path, &tr->metrics_whole) == 0) return;
     fprintf(stderr, "mokc: warning: cannot write the run record '%s' at step %d (%s); training goes on without it\n",
             tr->cfg.log.metrics_path, tr->step, strerror(errno));
-    fclose(tr->metrics);
-    if (truncate(tr->cfg.log.metrics_path, tr->metrics_whole) != 0) /* a part of a line would not parse */
-        fprintf(stderr, "mokc: warning: the run record '%s' ends in a part of a line: %s\n", tr->cfg.log.metrics_path,
-                strerror(errno));
-    tr->metrics = NULL;
     tr->metrics_lost_at = tr->step;
 }
 

@@ -310,12 +310,32 @@ static void train_missing_data(void) {
     EXPECT_FAIL("train configs/tiny.json --set data.train= --set log.metrics_path=", 2, "data.train");
 }
 
+/* `mokc bench --record` on a disk that fills (the file capped at 1 KiB, under mpirun: test_mpirun_capped_rank): the
+ * header cannot be written, and the run stops (exit 1) naming the record, leaving no part of a line in it. On a GPU. */
+static void bench_record_on_a_full_disk(void) {
+    if (system("nvidia-smi -L >/dev/null 2>&1") != 0 || !test_have("mpirun")) {
+        test_skip("needs a GPU and mpirun");
+        return;
+    }
+    char record[4300], bench[9000], cmd[20000], out[16384];
+    snprintf(record, sizeof record, "%s/bench.jsonl", test_tmpdir());
+    snprintf(bench, sizeof bench, "%s bench moe --config configs/tiny.json --record %s", test_mokc_binary(), record);
+    const int rc = test_run(test_mpirun_capped_rank(cmd, sizeof cmd, NULL, 1, bench), out, sizeof out);
+    CHECK_MSG(rc == 1, "bench with its record on a full disk: exit %d, expected 1: %s", rc, out);
+    CHECK_STR_CONTAINS(out, "cannot write the run record");
+    CHECK_STR_CONTAINS(out, "File too large");
+    char *text = test_read_text(record);
+    CHECK_MSG(text && text[0] == 0, "the record keeps a part of a line: %.200s", text ? text : "(none)");
+    free(text);
+}
+
 TEST_SUITE(cli,
     TEST_CASE(no_command),
     TEST_CASE(unknown_command),
     TEST_CASE(version),
     TEST_CASE(help),
     TEST_CASE(not_built_yet),
+    TEST_CASE(bench_record_on_a_full_disk),
     TEST_CASE(check_usage_errors),
     TEST_CASE(train_usage_errors),
     TEST_CASE(train_missing_spec),

@@ -1,6 +1,7 @@
 /* Shared pieces of the GPU benchmarks (bench_util.h). */
 #include "gpu/bench_util.h"
 
+#include <errno.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
@@ -80,6 +81,7 @@ static struct {
     int argc;
     char **argv;
     FILE *f;
+    long whole; /* its bytes up to the last whole line */
 } record;
 
 void bench_record_set(const char *path, const char *what, int argc, char **argv) {
@@ -91,6 +93,14 @@ void bench_record_set(const char *path, const char *what, int argc, char **argv)
     if (!mokc_writable(path) || strlen(path) >= sizeof record.path)
         mokc_die(MOKC_EXIT_USAGE, "pass --record PATH of a writable file", "cannot write the run record '%s'", path);
     snprintf(record.path, sizeof record.path, "%s", path);
+}
+
+/* A result the record cannot keep (a disk full) stops the run: the record is what a benchmark is run for. The
+ * results before it stay, in the record and on stdout. */
+static void record_flush(void) {
+    if (run_record_flush(&record.f, record.path, &record.whole) != 0)
+        mokc_die(MOKC_EXIT_RUNTIME, "free disk space, or pass --record PATH on a disk with room",
+                 "cannot write the run record '%s': %s", record.path, strerror(errno));
 }
 
 /* The record, with its header at the first result: the device is chosen and MPI started by then. */
@@ -106,6 +116,7 @@ static FILE *record_file(void) {
     RunHeader h = {.command = record.command, .argc = record.argc, .argv = record.argv, .backend = "cuda", .gpu = gpu,
                    .gpus = world, .seed = -1, .resumed_from = -1};
     run_record_header(record.f, &h);
+    record_flush();
     return record.f;
 }
 
@@ -120,6 +131,6 @@ void bench_emit(const char *fmt, ...) {
     FILE *f = record_file();
     if (f) {
         fprintf(f, "%s\n", line);
-        fflush(f);
+        record_flush();
     }
 }
