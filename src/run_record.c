@@ -83,7 +83,7 @@ int run_record_flush(FILE **f, const char *path, long *whole) {
         *whole = ftell(*f);
         return 0;
     }
-    const int why = errno;
+    const int why = errno ? errno : EIO; /* an earlier write's error may have been the one, its errno since reused */
     fclose(*f); /* closed before the cut: a close flushes what the stream still holds */
     *f = NULL;
     if (truncate(path, *whole) != 0)

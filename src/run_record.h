@@ -36,7 +36,8 @@ typedef struct {
  * libraries (and the CUDA runtime, driver and NCCL versions in a CUDA build), then h's fields}. */
 void run_record_header(FILE *f, const RunHeader *h);
 
-/* Flushes the record at path after a whole line. *whole: its bytes up to the last whole line, kept here. A write
+/* Flushes the record at path after a whole line. *whole: its bytes up to the last whole line (the caller sets it
+ * where it opens the file: 0, or the end of what a resumed run keeps), kept here. A write
  * that failed (a disk full) closes it (*f = NULL), cuts it back to *whole (a part of a line would not parse) and
  * returns -1 with errno saying why; else 0. */
 int run_record_flush(FILE **f, const char *path, long *whole);

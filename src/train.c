@@ -122,12 +122,16 @@ static void choose_backend(Trainer *tr) {
     const int gpus = gpu_device_count();
     int any = gpus > 0; /* some rank sees a GPU */
     if (tr->dist.world > 1) mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    char msg[256];
-    snprintf(msg, sizeof msg, "backend: \"%s\" but no GPU is visible to rank %d%s", b == BACKEND_CUDA ? "cuda" : "auto",
-             tr->dist.rank, any ? ", while other ranks see one" : "");
+    char msg[256], who[32] = "this process";
+    if (tr->dist.world > 1) snprintf(who, sizeof who, "rank %d", tr->dist.rank);
+    snprintf(msg, sizeof msg, "backend: \"%s\" but no GPU is visible to %s%s", b == BACKEND_CUDA ? "cuda" : "auto", who,
+             any ? ", while other ranks see one" : "");
     if (dist_agree(&tr->dist, gpus == 0 && (b == BACKEND_CUDA || (b == BACKEND_AUTO && any)), msg, sizeof msg))
-        fail_all(tr, MOKC_EXIT_USAGE, "give every rank a GPU (check CUDA_VISIBLE_DEVICES and the launch), or set "
-                 "\"backend\": \"cpu\"", msg);
+        fail_all(tr, MOKC_EXIT_USAGE,
+                 tr->dist.world > 1 ? "give every rank a GPU (check CUDA_VISIBLE_DEVICES and the launch), or set "
+                                      "\"backend\": \"cpu\""
+                                    : "run on a machine with an NVIDIA GPU, or set \"backend\": \"cpu\"",
+                 msg);
     tr->use_gpu = b == BACKEND_CUDA || (b == BACKEND_AUTO && any);
     if (!tr->use_gpu) tr->backend_note = b == BACKEND_AUTO ? "no GPU visible" : "as the spec asks";
 #else
@@ -288,10 +292,14 @@ static void open_metrics(Trainer *tr) {
         }
         free(line);
         fclose(old);
-        if (fclose(kept) != 0 || rename(tmp, path) != 0)
+        if (fclose(kept) != 0 || rename(tmp, path) != 0) {
+            unlink(tmp);
             mokc_die(MOKC_EXIT_RUNTIME, "check free disk space", "cannot rewrite the metrics file '%s'", path);
+        }
     }
     tr->metrics = fopenCheck(path, tr->step > 0 ? "a" : "w");
+    fseek(tr->metrics, 0, SEEK_END); /* a resumed run's kept lines: a header that cannot be written leaves them */
+    tr->metrics_whole = ftell(tr->metrics);
     char *config = config_to_json(&tr->cfg);
     RunHeader h = {.command = "train", .argc = tr->argc, .argv = tr->argv, .config_json = config, .dist = &tr->dist,
                    .backend = tr->use_gpu ? "cuda" : "cpu", .gpu = "none", .gpus = 0,
@@ -306,12 +314,12 @@ static void open_metrics(Trainer *tr) {
     run_record_header(tr->metrics, &h);
     free(config);
     if (run_record_flush(&tr->metrics, path, &tr->metrics_whole) != 0)
-        mokc_die(MOKC_EXIT_USAGE, "free disk space, or choose a log.metrics_path on a disk with room",
+        mokc_die(MOKC_EXIT_RUNTIME, "free disk space, or choose a log.metrics_path on a disk with room",
                  "cannot write the run record '%s': %s", path, strerror(errno));
 }
 
 /* A step's line that cannot be written (a disk full mid-run) ends the record at its last whole line with one
- * warning: the training goes on, and its last line says where the record stops. */
+ * warning naming the step: the training goes on, and a run that ends normally says again where the record stops. */
 static void metrics_flush(Trainer *tr) {
     if (run_record_flush(&tr->metrics, tr->cfg.log.metrics_path, &tr->metrics_whole) == 0) return;
     fprintf(stderr, "mokc: warning: cannot write the run record '%s' at step %d (%s); training goes on without it\n",

@@ -1,4 +1,5 @@
 /* Runs every test case, or those whose "suite.case" starts with argv[1]; exits 1 on any failure. */
+#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,26 @@ char *test_read_text(const char *path) {
     if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) != NULL) s[fread(s, 1, (size_t)n, f)] = 0;
     fclose(f);
     return s;
+}
+
+int test_json_lines(const char *path) {
+    char *text = test_read_text(path);
+    if (!text) {
+        test_fail(__FILE__, __LINE__, "cannot read %s", path);
+        return -1;
+    }
+    const size_t len = strlen(text);
+    int lines = 0, bad = len > 0 && text[len - 1] != '\n';
+    if (bad) test_fail(__FILE__, __LINE__, "%s ends in a part of a line", path);
+    for (char *line = strtok(text, "\n"); line && !bad; line = strtok(NULL, "\n"), lines++) {
+        cJSON *o = cJSON_Parse(line);
+        if (!cJSON_IsObject(o))
+            bad = 1, test_fail(__FILE__, __LINE__, "line %d of %s is not a whole JSON object: %.200s", lines + 1, path,
+                               line);
+        cJSON_Delete(o);
+    }
+    free(text);
+    return bad ? -1 : lines;
 }
 
 bool test_have(const char *tool) {

@@ -36,8 +36,12 @@ int test_run(const char *command, char *out, size_t outlen);
 bool test_have(const char *tool);
 /* A disk that fills on one rank: an mpirun line (120 s at most) of one rank running `others` (NULL: none) and then
  * one running `capped`, whose files may grow to `kib` KiB, its writes past that failing with EFBIG (SIGXFSZ
- * ignored). TCP between the ranks: shared memory's files (and a lone process's MPI start-up) need more room. */
+ * ignored). TCP between the ranks: shared memory's files (and a lone process's MPI start-up) need more room.
+ * `capped` goes inside bash -c "...": no double quotes, dollar signs or backquotes in it. */
 const char *test_mpirun_capped_rank(char *cmd, size_t len, const char *others, int kib, const char *capped);
+/* The lines of a JSON-lines file (a run record) when each is a whole JSON object and the file ends with a whole
+ * line (0: empty); otherwise records a failure naming the line and returns -1. */
+int test_json_lines(const char *path);
 /* Reads the number after "key": from each line of a JSON-lines metrics file (a train run's
  * log.metrics_path), up to max values; returns how many were read (0 if the file is missing). */
 int test_read_metric(const char *path, const char *key, double *values, int max);

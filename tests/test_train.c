@@ -172,9 +172,10 @@ static void test_run_record(void) {
     free(text);
 }
 
-/* A disk that fills: a run record whose header cannot be written stops the run before its first step (exit 2, the
- * path named); one that fills mid-run is cut back to its last whole line with one warning, the training goes on, and
- * the run's last line says where the record stops. The files are capped under mpirun (test_mpirun_capped_rank). */
+/* A disk that fills: a run record whose header cannot be written stops the run before its first step (exit 1, the
+ * path named), leaving an empty record, or a resumed run's earlier lines as they were; one that fills mid-run is cut
+ * back to its last whole line with one warning, the training goes on, and the run's last line says where the record
+ * stops. The files are capped under mpirun (test_mpirun_capped_rank). */
 static void test_run_record_on_a_full_disk(void) {
     if (!test_have("mpirun")) {
         test_skip("mpirun not found");
@@ -186,10 +187,11 @@ static void test_run_record_on_a_full_disk(void) {
     snprintf(train, sizeof train, "%s train %s --set train.steps=40 --set log.metrics_path=%s", test_mokc_binary(),
              spec, record);
     int rc = test_run(test_mpirun_capped_rank(cmd, sizeof cmd, NULL, 1, train), out, sizeof out);
-    CHECK_MSG(rc == 2, "a header that cannot be written: exit %d, expected 2: %s", rc, out);
+    CHECK_MSG(rc == 1, "a header that cannot be written: exit %d, expected 1: %s", rc, out);
     CHECK_STR_CONTAINS(out, "cannot write the run record");
     CHECK_STR_CONTAINS(out, "File too large");
     CHECK_MSG(strstr(out, "step     1/") == NULL, "a step ran without its record: %s", out);
+    CHECK_EQ_INT(test_json_lines(record), 0);
 
     rc = test_run(test_mpirun_capped_rank(cmd, sizeof cmd, NULL, 8, train), out, sizeof out);
     CHECK_MSG(rc == 0, "a record that fills mid-run: exit %d, expected 0: %s", rc, out);
@@ -199,18 +201,27 @@ static void test_run_record_on_a_full_disk(void) {
     CHECK_MSG(cut != NULL, "the last line does not say where the record stops: %s", out);
     const int stop = cut ? atoi(cut + strlen("(incomplete: it stops before step ")) : 0;
     double loss[MAX_STEPS];
+    CHECK_MSG(stop > 1, "the record stops at step %d", stop);
     CHECK_EQ_INT(test_read_metric(record, "loss", loss, MAX_STEPS), stop - 1); /* steps 1 .. stop - 1 */
-    char *text = test_read_text(record);
-    CHECK_MSG(text != NULL && stop > 1, "no record, or it stops at step %d", stop);
-    int lines = 0;
-    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n"), lines++) {
-        cJSON *o = cJSON_Parse(line);
-        CHECK_MSG(o != NULL, "line %d of the cut record is not JSON: %.120s", lines + 1, line);
-        cJSON_Delete(o);
-    }
-    CHECK_EQ_INT(lines, stop); /* the header and the whole step lines */
-    free(text);
+    CHECK_EQ_INT(test_json_lines(record), stop);                             /* and the header */
+
+    /* resumed from step 6 with room for the kept lines but not the new header: the kept lines stay */
+    snprintf(train, sizeof train, "%s train %s --set train.steps=6 --set log.metrics_path=%s "
+             "--set checkpoint.dir=%s/ck", test_mokc_binary(), spec, record, dir);
+    rc = test_run(train, out, sizeof out);
+    CHECK_MSG(rc == 0, "6 steps with a checkpoint: exit %d: %s", rc, out);
+    char *before = test_read_text(record);
+    const int kib = before ? (int)(strlen(before) / 1024 + 1) : 1; /* a header is longer than 1 KiB */
+    snprintf(train, sizeof train, "%s train %s --set train.steps=8 --set log.metrics_path=%s "
+             "--set checkpoint.dir=%s/ck --set checkpoint.resume=auto", test_mokc_binary(), spec, record, dir);
+    rc = test_run(test_mpirun_capped_rank(cmd, sizeof cmd, NULL, kib, train), out, sizeof out);
+    CHECK_MSG(rc == 1, "a resumed run's header that cannot be written: exit %d, expected 1: %s", rc, out);
+    char *after = test_read_text(record);
+    CHECK_MSG(before && after && strcmp(before, after) == 0, "the resumed run's record lost its earlier lines: %s",
+              after ? after : "(none)");
+    free(before), free(after);
 }
 
-TEST_SUITE(train, TEST_CASE(test_run_record), TEST_CASE(test_run_record_on_a_full_disk), TEST_CASE(test_loss_falls_on_real_text), TEST_CASE(test_same_seed_bitwise_other_seed_differs),
+TEST_SUITE(train, TEST_CASE(test_run_record), TEST_CASE(test_run_record_on_a_full_disk),
+           TEST_CASE(test_loss_falls_on_real_text), TEST_CASE(test_same_seed_bitwise_other_seed_differs),
            TEST_CASE(test_grad_accum_matches_larger_batch));
