@@ -113,11 +113,11 @@ static void test_plot_refuses_missing_fields_and_an_unwritable_out(void) {
         const char *header, *row, *says;
     } cases[] = {
         {train, "{\"step\": 1, \"loss\": 2.5, \"gpu_ms\": {\"attention\": 1.0}}",
-         "step 1 has no usable \"gpu_ms.moe\""},
+         ":2: step 1 has no usable \"gpu_ms.moe\""},
         {train, "{\"step\": 1, \"loss\": 2.5, \"op_ms\": {\"adamw\": {\"part\": \"optimizer\"}}}",
          "step 1 has no usable \"op_ms.adamw.ms\""},
         {bench, "{\"bench\": \"moe\", \"ep\": 1, \"impl\": \"mok\", \"fwd_tflops\": 400}",
-         "a bench moe row has no usable \"shape\""},
+         ":2: a bench moe row has no usable \"shape\""},
         {bench, "{\"bench\": \"moe\", \"shape\": \"q\", \"ep\": 1, \"impl\": \"mok\", \"fwd_tflops\": \"fast\"}",
          "has no usable \"fwd_tflops\""},
     };
