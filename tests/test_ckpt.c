@@ -25,7 +25,7 @@
 #include "h5_compare.h"
 #include "test.h"
 
-#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np"
+#define MPIRUN TEST_MPIRUN " -np"
 
 /* A tiny MoE with every kind of state: experts (sharded under EP), a shared expert, a dense first
  * layer, a moving expert bias, validation. %d: vocab; %s: the directory of the token files. */
@@ -650,6 +650,32 @@ static void nudge_dataset(const char *checkpoint, const char *file, const char *
                    out, sizeof out) == 0);
 }
 
+/* Three steps at `launcher` and `layout` into a checkpoint directory named `tag`, their output in out; returns the
+ * step-3 checkpoint's path. */
+static char *good_checkpoint(const Setup *s, const char *launcher, const char *layout, const char *tag, char *out,
+                             size_t outlen) {
+    char *dir = fmt("%s/%s", s->dir, tag);
+    const int rc = train(s, launcher, fmt("%s --set train.steps=3 --set checkpoint.dir=%s", layout, dir), out, outlen);
+    CHECK_MSG(rc == 0, "%s failed (%d): %s", tag, rc, out);
+    return fmt("%s/step_00000003", dir);
+}
+
+/* The run at `launcher` and `layout`, resumed for one step from a copy (named `tag`) of the good checkpoint with one
+ * dataset of one rank's state file changed, stops with exit 1 and `message`, the diverged step not saved. */
+static void expect_diverged_stop(const Setup *s, const char *launcher, const char *layout, const char *good,
+                                 const char *tag, const char *state_file, const char *dataset, const char *message) {
+    static char out[65536];
+    char *bad = fmt("%s/bad-%s", s->dir, tag), *c = fmt("%s/c-%s", s->dir, tag);
+    CHECK(test_run(fmt("rm -rf %s && cp -r %s %s", bad, good, bad), out, sizeof out) == 0);
+    nudge_dataset(bad, state_file, dataset);
+    int rc = train(s, launcher, fmt("%s --set train.steps=4 --set checkpoint.dir=%s --set checkpoint.resume=%s", layout,
+                                    c, bad), out, sizeof out);
+    CHECK_MSG(rc == 1, "%s: a run with diverged replicas exited %d, expected 1: %s", tag, rc, out);
+    CHECK_STR_CONTAINS(out, message);
+    CHECK_STR_CONTAINS(out, "this step was not saved, the checkpoints written before are intact");
+    CHECK_MSG(!file_exists(fmt("%s/step_00000004", c)), "%s: the diverged step 4 was saved in %s", tag, c);
+}
+
 /* Every checkpoint compares the replicas' bits across the ranks: equal after honest training at dp = 2; a rank
  * resumed from a state file whose moment of a replicated tensor (then of an expert, replicated over the
  * data-parallel ranks) was changed diverges at its next step, and the next checkpoint stops the run (exit 1)
@@ -659,58 +685,30 @@ static void nudge_dataset(const char *checkpoint, const char *file, const char *
 static void mpi_diverged_replicas_stop(void) {
     if (!mpirun_or_skip()) return;
     Setup s = make_setup(256);
-    const char *np2 = MPIRUN " 2";
+    const char *np2 = MPIRUN " 2", *np4 = MPIRUN " 4";
     static char out[65536];
-    char *a = fmt("%s/a", s.dir), *good = fmt("%s/step_00000003", a);
-    int rc = train(&s, np2, fmt("--set train.steps=3 --set checkpoint.dir=%s", a), out, sizeof out);
-    CHECK_MSG(rc == 0, "dp=2 failed (%d): %s", rc, out);
+    char *good = good_checkpoint(&s, np2, "", "dp2", out, sizeof out);
     CHECK_STR_CONTAINS(out, "; replicas bitwise equal: ");
     CHECK_STR_CONTAINS(out, " arrays over 2 ranks)");
-    const struct {
-        const char *dataset, *message;
-    } cases[] = {
-        {"adam_m/layers.0.attn.wq",
-         "replicas differ: layers.0.attn.wq (weights) on rank 1, against rank 0's copy (held by 1 of 2 ranks)"},
-        {"adam_v/layers.1.moe.experts.w_up",
-         "replicas differ: layers.1.moe.experts.w_up (weights) on rank 1, against rank 0's copy (held by 1 of 2 ranks)"},
-    };
-    for (int i = 0; i < 2; i++) {
-        char *bad = fmt("%s/bad%d", s.dir, i), *c = fmt("%s/c%d", s.dir, i);
-        CHECK(test_run(fmt("rm -rf %s && cp -r %s %s", bad, good, bad), out, sizeof out) == 0);
-        nudge_dataset(bad, "state_rank00001.h5", cases[i].dataset);
-        rc = train(&s, np2, fmt("--set train.steps=4 --set checkpoint.dir=%s --set checkpoint.resume=%s", c, bad), out,
-                   sizeof out);
-        CHECK_MSG(rc == 1, "a run with diverged replicas exited %d, expected 1: %s", rc, out);
-        CHECK_STR_CONTAINS(out, cases[i].message);
-        CHECK_STR_CONTAINS(out, "this step was not saved, the checkpoints written before are intact");
-        CHECK_MSG(!file_exists(fmt("%s/step_00000004", c)), "the diverged step 4 was saved in %s", c);
-    }
+    expect_diverged_stop(&s, np2, "", good, "dp2-wq", "state_rank00001.h5", "adam_m/layers.0.attn.wq",
+                         "replicas differ: layers.0.attn.wq (weights) on rank 1, against rank 0's copy (held by 1 of 2 "
+                         "ranks)");
+    expect_diverged_stop(&s, np2, "", good, "dp2-expert", "state_rank00001.h5", "adam_v/layers.1.moe.experts.w_up",
+                         "replicas differ: layers.1.moe.experts.w_up (weights) on rank 1, against rank 0's copy (held "
+                         "by 1 of 2 ranks)");
     /* Four ranks, rank 0's state changed: the three that agree are the reference, rank 0 is named. */
-    const char *np4 = MPIRUN " 4";
-    char *a4 = fmt("%s/a4", s.dir), *bad4 = fmt("%s/bad4", s.dir);
-    rc = train(&s, np4, fmt("--set train.steps=3 --set train.micro_batch=2 --set checkpoint.dir=%s", a4), out,
-               sizeof out);
-    CHECK_MSG(rc == 0, "dp=4 failed (%d): %s", rc, out);
-    CHECK(test_run(fmt("rm -rf %s && cp -r %s/step_00000003 %s", bad4, a4, bad4), out, sizeof out) == 0);
-    nudge_dataset(bad4, "state_rank00000.h5", "adam_m/layers.0.attn.wq");
-    rc = train(&s, np4, fmt("--set train.steps=4 --set train.micro_batch=2 --set checkpoint.dir=%s/c4 --set "
-                            "checkpoint.resume=%s", s.dir, bad4), out, sizeof out);
-    CHECK_MSG(rc == 1, "four ranks with rank 0 diverged exited %d, expected 1: %s", rc, out);
-    CHECK_STR_CONTAINS(out, "replicas differ: layers.0.attn.wq (weights) on rank 0, against rank 1's copy (held by 3 "
-                            "of 4 ranks)");
+    const char *dp4 = "--set train.micro_batch=2";
+    good = good_checkpoint(&s, np4, dp4, "dp4", out, sizeof out);
+    expect_diverged_stop(&s, np4, dp4, good, "dp4", "state_rank00000.h5", "adam_m/layers.0.attn.wq",
+                         "replicas differ: layers.0.attn.wq (weights) on rank 0, against rank 1's copy (held by 3 of 4 "
+                         "ranks)");
     /* ep = 2 x dp = 2: an expert is compared within its data-parallel pair only ({0, 2} and {1, 3}); rank 3's
      * differs, its pair's verdict stops all four. */
-    char *e4 = fmt("%s/e4", s.dir), *bade4 = fmt("%s/bade4", s.dir);
-    rc = train(&s, np4, fmt("--set parallel.ep=2 --set train.steps=3 --set train.micro_batch=2 --set "
-                            "checkpoint.dir=%s", e4), out, sizeof out);
-    CHECK_MSG(rc == 0, "ep=2 x dp=2 failed (%d): %s", rc, out);
-    CHECK(test_run(fmt("rm -rf %s && cp -r %s/step_00000003 %s", bade4, e4, bade4), out, sizeof out) == 0);
-    nudge_dataset(bade4, "state_rank00003.h5", "adam_v/layers.1.moe.experts.w_up");
-    rc = train(&s, np4, fmt("--set parallel.ep=2 --set train.steps=4 --set train.micro_batch=2 --set "
-                            "checkpoint.dir=%s/ce4 --set checkpoint.resume=%s", s.dir, bade4), out, sizeof out);
-    CHECK_MSG(rc == 1, "ep=2 x dp=2 with rank 3's expert diverged exited %d, expected 1: %s", rc, out);
-    CHECK_STR_CONTAINS(out, "replicas differ: layers.1.moe.experts.w_up (weights) on rank 3, against rank 1's copy "
-                            "(held by 1 of 2 ranks)");
+    const char *ep2dp2 = "--set parallel.ep=2 --set train.micro_batch=2";
+    good = good_checkpoint(&s, np4, ep2dp2, "ep2dp2", out, sizeof out);
+    expect_diverged_stop(&s, np4, ep2dp2, good, "ep2dp2", "state_rank00003.h5", "adam_v/layers.1.moe.experts.w_up",
+                         "replicas differ: layers.1.moe.experts.w_up (weights) on rank 3, against rank 1's copy "
+                         "(held by 1 of 2 ranks)");
 }
 
 /* A write that fails on one rank alone (rank 1's files capped at 8 KiB, so its state file's writes fail with
