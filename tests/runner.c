@@ -116,8 +116,7 @@ bool test_have(const char *tool) {
 }
 
 const char *test_mpirun_capped_rank(char *cmd, size_t len, const char *others, int kib, const char *capped) {
-    snprintf(cmd, len, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun --oversubscribe "
-             "--mca btl self,tcp %s%s%s -np 1 bash -c \"trap '' XFSZ; ulimit -f %d; exec %s\"", others ? "-np 1 " : "",
+    snprintf(cmd, len, TEST_MPIRUN " --mca btl self,tcp %s%s%s -np 1 bash -c \"trap '' XFSZ; ulimit -f %d; exec %s\"", others ? "-np 1 " : "",
              others ? others : "", others ? " :" : "", kib, capped); /* bash's ulimit -f counts KiB */
     return cmd;
 }

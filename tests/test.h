@@ -34,6 +34,8 @@ const char *test_tmpdir(void);
 int test_run(const char *command, char *out, size_t outlen);
 /* Whether the shell finds the program `tool` (mpirun, taskset, ...). */
 bool test_have(const char *tool);
+/* The start of the tests' mpirun lines: as root too, more ranks than cores, 120 s at most (a hang fails, 124). */
+#define TEST_MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun --oversubscribe"
 /* A disk that fills on one rank: an mpirun line (120 s at most) of one rank running `others` (NULL: none) and then
  * one running `capped`, whose files may grow to `kib` KiB, its writes past that failing with EFBIG (SIGXFSZ
  * ignored). TCP between the ranks: shared memory's files (and a lone process's MPI start-up) need more room.

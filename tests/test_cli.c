@@ -139,12 +139,20 @@ static void help(void) {
     EXPECT_FAIL("help frobnicate", 2, "frobnicate");
 }
 
+/* Whether this mokc has the CUDA backend (its version line says cuda=off where not). */
+static bool built_with_cuda(void) {
+    Run v = run_mokc("version");
+    const bool with_cuda = strstr(v.out, "cuda=off") == NULL;
+    run_free(&v);
+    return with_cuda;
+}
+
+static bool have_gpu(void) { return system("nvidia-smi -L >/dev/null 2>&1") == 0; }
+
 static void not_built_yet(void) {
     /* Plainly unavailable: non-zero, says so, prints no results on stdout. `mokc bench` exists only in builds with
      * the CUDA backend. */
-    Run v = run_mokc("version");
-    int with_cuda = strstr(v.out, "cuda=off") == NULL;
-    run_free(&v);
+    const bool with_cuda = built_with_cuda();
     const char *const not_built[] = {"not built yet", NULL};
     const char *cmds[] = {"bench", "bench moe --config configs/tiny.json"};
     if (!with_cuda) {
@@ -169,8 +177,7 @@ static void not_built_yet(void) {
     r = expect_run_at(__FILE__, __LINE__, "bench moe --check --skew --collapse --config configs/tiny.json", 2,
                       two_routings);
     run_free(&r);
-    int gpus = system("nvidia-smi -L >/dev/null 2>&1") == 0;
-    if (!gpus) { /* without a GPU the benchmark says so instead of printing numbers (its flags parsed first) */
+    if (!have_gpu()) { /* without a GPU the benchmark says so instead of printing numbers (its flags parsed first) */
         const char *const no_gpu[] = {"no GPU", NULL};
         const char *const benches[] = {"bench moe --config configs/tiny.json",
                                        "bench moe --config configs/tiny.json --accumulate --comm-blocks 4",
@@ -203,10 +210,8 @@ static void check_usage_errors(void) {
     EXPECT_OUTPUT("help check", "usage: mokc check SPEC.json", "--layers", "--tokens", "twice the loss");
     EXPECT_OUTPUT("check --help", "usage: mokc check SPEC.json");
     /* what it needs, said before anything runs: a CUDA build, and a GPU */
-    Run v = run_mokc("version");
-    int with_cuda = strstr(v.out, "cuda=off") == NULL;
-    run_free(&v);
-    if (with_cuda && system("nvidia-smi -L >/dev/null 2>&1") == 0) return; /* tests/gpu/test_gpu_check.c runs it */
+    const bool with_cuda = built_with_cuda();
+    if (with_cuda && have_gpu()) return; /* tests/gpu/test_gpu_check.c runs it */
     const char *const needs_cuda[] = {"built without the CUDA backend", "build with nvcc", NULL};
     const char *const needs_gpu[] = {"no GPU visible", "nvidia-smi", NULL};
     Run r = expect_run_at(__FILE__, __LINE__, "check configs/tiny.json", 2, with_cuda ? needs_gpu : needs_cuda);
@@ -313,7 +318,7 @@ static void train_missing_data(void) {
 /* `mokc bench --record` on a disk that fills (the file capped at 1 KiB, under mpirun: test_mpirun_capped_rank): its
  * results stop fitting, and the run stops (exit 1) naming the record, which keeps whole lines only. On a GPU. */
 static void bench_record_on_a_full_disk(void) {
-    if (system("nvidia-smi -L >/dev/null 2>&1") != 0 || !test_have("mpirun")) {
+    if (!have_gpu() || !test_have("mpirun")) {
         test_skip("needs a GPU and mpirun");
         return;
     }

@@ -114,8 +114,7 @@ static void test_train_two_ranks(void) {
     static char out[1 << 16];
     char cmd[20000];
     snprintf(cmd, sizeof cmd,
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun --oversubscribe"
-             " -np 1 env OMP_NUM_THREADS=1 '%s' train '%s' : -np 1 env OMP_NUM_THREADS=2 '%s' train '%s'",
+             TEST_MPIRUN " -np 1 env OMP_NUM_THREADS=1 '%s' train '%s' : -np 1 env OMP_NUM_THREADS=2 '%s' train '%s'",
              test_mokc_binary(), spec, test_mokc_binary(), spec);
     CHECK_EQ_INT(test_run(cmd, out, sizeof out), 0);
     CHECK_STR_CONTAINS(out, "backend: cpu (as the spec asks), 1-2 threads a rank\n");

@@ -408,8 +408,8 @@ static void test_gpu_rank_without_gpu_stops_all(void) {
     setup_corpus(0);
     char cmd[24000], args[4400];
     snprintf(args, sizeof args, "train %s --set log.metrics_path=", spec);
-    snprintf(cmd, sizeof cmd, "NCCL_NVLS_ENABLE=0 timeout 120 mpirun %s -np 1 %s %s : -np 1 env CUDA_VISIBLE_DEVICES= "
-             "%s %s", geteuid() == 0 ? "--allow-run-as-root" : "", test_mokc_binary(), args, test_mokc_binary(), args);
+    snprintf(cmd, sizeof cmd, "NCCL_NVLS_ENABLE=0 " TEST_MPIRUN " -np 1 %s %s : -np 1 env CUDA_VISIBLE_DEVICES= %s %s",
+             test_mokc_binary(), args, test_mokc_binary(), args);
     const int rc = test_run(cmd, run_out, sizeof run_out);
     CHECK_MSG(rc == 2, "a rank without a GPU exited %d (124: a hang), expected 2: %s", rc, run_out);
     CHECK_STR_CONTAINS(run_out, "backend: \"auto\" but no GPU is visible to rank 1, while other ranks see one");
